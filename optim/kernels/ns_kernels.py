@@ -1,7 +1,8 @@
 """Triton kernels behind the Newton-Schulz step, all batched and accumulating in fp32.
 
 One NS step on X [B, m, n] (m <= n), ANCHORS.md §1:
-    A = X·Xᵀ           sym_gram:   lower-triangle + diagonal tiles, each stored with its mirror
+    A = X·Xᵀ           sym_gram:   lower-triangle tiles, each stored with its mirror (diagonal
+                                   tiles mirror their own lower triangle: exact symmetry)
     B = b·A + c·A²     sym_poly:   A is symmetric so A² = A·Aᵀ, the same kernel; b·A in the epilogue
     X = a·X + B·X      gemm_axpby: a full GEMM with beta = a in the epilogue
 FLOPs per step fall from 4m²n + 2m³ to 3m²n + m³ (1.5x at most for square X).
@@ -82,8 +83,14 @@ def _syrk_kernel(
         acc += beta * c.to(tl.float32)
     out = acc.to(Out.dtype.element_ty)
     ob = Out + bid * sob
-    tl.store(ob + rm[:, None] * som + rn[None, :] * son, out, mask=mask)
-    if ti != tj:  # mirror: out[p, q] at (rm[p], rn[q]) also lands at (rn[q], rm[p])
+    if ti == tj:
+        # A diagonal tile: its dot need not be symmetric bit for bit (the accumulation order of
+        # entry (p, q) and (q, p) may differ, e.g. triton 3.9's interpreter). Keep the lower
+        # triangle and mirror it, so Out is exactly symmetric by construction.
+        out = tl.where(rm[:, None] >= rn[None, :], out, tl.trans(out))
+        tl.store(ob + rm[:, None] * som + rn[None, :] * son, out, mask=mask)
+    else:  # out[p, q] at (rm[p], rn[q]) also lands at (rn[q], rm[p])
+        tl.store(ob + rm[:, None] * som + rn[None, :] * son, out, mask=mask)
         mirror = (rn[:, None] < M) & (rm[None, :] < M)
         tl.store(ob + rn[:, None] * som + rm[None, :] * son, tl.trans(out), mask=mirror)
 

@@ -55,7 +55,11 @@ def _cases(dtype: torch.dtype, gen: torch.Generator) -> dict:
             lambda: newton_schulz(g, 2, "polar_express", dtype=dtype, backend="torch"),
             lambda: newton_schulz(g.double(), 2, "polar_express", dtype=torch.float64),
         ),
-        "_symmetric": (lambda: bool(torch.equal(a_sym, a_sym.mT)),),
+        # exact symmetry by construction (both triangles and the diagonal tiles), any triton
+        "_symmetric": (lambda: all(
+            bool(torch.equal(s, s.mT))
+            for s in (a_sym, sym_gram(xt), sym_poly(a_sym, -4.775, 2.0315))
+        ),),
     }
 
 
