@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Create .venv and install scalelab with its test/dev extras. Idempotent.
-# torch is pinned to 2.13.0: that CPU wheel is on disk here; an unpinned torch pulls CUDA.
+# Create .venv and install scalelab from the lock (requirements/lock.txt, made by
+# scripts/lock.sh): the same exact versions on every machine, CPU or GPU. Idempotent.
+# torch comes from the lock too (2.13.0): on CPU machines pip takes the CPU wheel that lies
+# on disk, on GPU machines PyPI's CUDA build of the same release, whose triton the lock pins.
+#   SCALELAB_EXTRAS  extras to install (default 'dev': tests, triton, wandb, tokenizers, ruff);
+#                    empty = the core only.
+#   SCALELAB_VENV    where to put the venv (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
-# SCALELAB_EXTRAS: extras to install, default 'dev' (tests, triton, wandb, ...); empty = the core.
+VENV=${SCALELAB_VENV:-.venv}
+LOCK=requirements/lock.txt
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+pin() { grep -E "^$1==" "$LOCK"; }
+# the installer and the build backend first, locked like everything else
+"$VENV/bin/python" -m pip install -q -c "$LOCK" "$(pin pip)" "$(pin setuptools)"
+TORCH=$(pin torch)
+"$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH#torch==}')" \
+  2>/dev/null || "$VENV/bin/pip" install -q -c "$LOCK" "$TORCH"
 EXTRAS=${SCALELAB_EXTRAS-dev}
-.venv/bin/pip install -q -e ".${EXTRAS:+[$EXTRAS]}"
+"$VENV/bin/pip" install -q -c "$LOCK" --no-build-isolation -e ".${EXTRAS:+[$EXTRAS]}"
