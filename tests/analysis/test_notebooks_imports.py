@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _waits import CEILING_S
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "analysis" / "notebooks").glob("*.py"))
 
@@ -27,7 +28,7 @@ def test_notebook_runs(notebook, tmp_path):
     }
     env.pop("SCALELAB_SWEEP", None)
     proc = subprocess.run(
-        [sys.executable, str(notebook)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(notebook)], env=env, capture_output=True, text=True, timeout=CEILING_S
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(tmp_path.glob("*.png")) and list(tmp_path.glob("*.svg"))
@@ -40,5 +41,5 @@ def test_analysis_imports_neither_torch_nor_scalelab():
         "bad = [m for m in ('torch', 'scalelab') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CEILING_S)
     assert proc.returncode == 0, proc.stderr

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _waits import CEILING_S
 
 from optim.kernels import HAS_TRITON
 
@@ -34,7 +35,7 @@ def test_interpreter_kernels_match_torch():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests/optim/_kernel_checks.py")],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False,
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=CEILING_S, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     errors = json.loads(proc.stdout)
@@ -56,7 +57,7 @@ def test_kernel_module_imports_lazily():
     # optim.kernels itself never imports triton: the kernels are defined on first use
     code = "import sys, optim, optim.kernels; print('triton' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=CEILING_S, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
 

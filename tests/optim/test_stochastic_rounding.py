@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _waits import CEILING_S
 
 from optim.stochastic_rounding import random16, sr_key, stochastic_round_
 
@@ -170,7 +171,7 @@ def test_philox_and_sr_kernel_match_triton():
         child.join(120)
         assert child.exitcode == 0
     else:
-        proc = subprocess.run([sys.executable, "-c", _TRITON_CHECK], capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run([sys.executable, "-c", _TRITON_CHECK], capture_output=True, text=True, timeout=CEILING_S, check=False)
         assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 

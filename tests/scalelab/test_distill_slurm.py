@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))
-from lifecycle_helpers import scalelab, slurm_cluster  # noqa: F401
+from lifecycle_helpers import scalelab, slurm_cluster, wait_for_jobs  # noqa: F401
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm"), pytest.mark.usefixtures("slurm_cluster")]
 
@@ -55,9 +54,12 @@ def test_generation_waits_for_teachers_and_student_for_generation(tmp_path):
     runs = sorted((sweep / "runs").iterdir())
     student = next(r for r in runs if r.name.startswith("student"))
     teachers = [r for r in runs if r != student]
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and _status(student).get("state") not in ("COMPLETED", "FAILED"):
-        time.sleep(1)
+    jobs = [p.name for p in (sweep / "jobs").iterdir() if p.name.isdigit()]  # submitit folders
+    assert len(jobs) == 3, jobs  # the teachers' array, the generation, the student
+    # wait on the scheduler, not the clock: as long as a job is queued or running, its run
+    # may still finish; once all three have left the queue, the student's state is final
+    wait_for_jobs(lambda: _status(student).get("state") in ("COMPLETED", "FAILED"),
+                  "the student run to end", jobs)
     states = {r.name: _status(r).get("state") for r in runs}
     assert set(states.values()) == {"COMPLETED"}, states
     gen_status, student_status = _status(gen), _status(student)

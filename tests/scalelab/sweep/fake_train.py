@@ -6,7 +6,7 @@ resumes from, metrics/evals parquet with each step exactly once across resumes, 
 SIGUSR1/SIGTERM -> checkpoint -> PREEMPTED. Every call appends a line to
 ``invocations.log`` so tests can count executions. Behaviour comes from ``cfg.extra``:
 ``fake_steps`` (default 5), ``fake_step_s`` (sleep per step), ``fake_outcome``
-('ok' | 'fail' | 'diverge' | 'kill').
+('ok' | 'fail' | 'diverge' | 'kill'). After each step it writes the step to ``fake_progress``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import polars as pl
 
 from scalelab.store.atomic import write_json_atomic, write_parquet_atomic
 from scalelab.store.status import State, read_status, update_status
+
+PROGRESS_FILE = "fake_progress"
+"""The last step this attempt has done (plain text), for tests that wait on progress."""
 
 
 def loss_at(cfg, step: int) -> float:
@@ -62,6 +65,7 @@ def train(cfg, run_dir) -> State:
                 return State.PREEMPTED
             time.sleep(step_s)
             rows.append({"step": step, "train_loss": loss_at(cfg, step)})
+            (run_dir / PROGRESS_FILE).write_text(str(step))  # a state tests can wait on
             if outcome == "kill" and step == 2:  # dies without a word, like the OOM killer
                 os.kill(os.getpid(), signal.SIGKILL)
             if outcome == "fail" and step == 2:

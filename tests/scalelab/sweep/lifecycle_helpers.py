@@ -6,10 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from _waits import CEILING_S, wait_until
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -34,6 +36,14 @@ def fake_env() -> dict[str, str]:
     return env
 
 
+def fake_progress(run_dir: Path) -> int:
+    """The last step the fake trainer has done in ``run_dir`` (0 before the first)."""
+    try:
+        return int((run_dir / "fake_progress").read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
 def write_spec(path: Path, name: str, *, base: dict | None = None, grid: dict | None = None,
                launcher: dict | None = None, seeds: list[int] | None = None) -> Path:
     tree = {"name": name, "base": base or TINY_BASE, "grid": grid or {"optim.lr": [1e-3, 3e-3]}}
@@ -52,17 +62,57 @@ def plan_of(spec_path: Path):
     return expand(spec, datasets=dataset_facts(spec))
 
 
-def slurm_reason() -> str | None:
-    """None when a real Slurm cluster answers here, else why not (for pytest.skip)."""
+_UP = ("idle", "mixed", "alloc", "allocated", "completing")
+"""sinfo node states of a node that runs jobs (``completing``: finishing the last one)."""
+
+
+def _sinfo_states() -> tuple[list[str], str]:
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
+                             timeout=CEILING_S, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return [], f"sinfo failed: {err}"
+    states = [s.strip().rstrip("*~#!%$@^-") for s in out.stdout.splitlines() if s.strip()]
+    return states, out.stdout.strip() or out.stderr.strip()
+
+
+def slurm_reason(settle_s: float = 120.0) -> str | None:
+    """None when a real Slurm cluster answers here, else why not (for pytest.skip).
+
+    A node that is only passing through a transient state (e.g. ``completing`` a previous
+    test's job, or ``idle`` again after a restart) gets ``settle_s`` to come up: a busy
+    machine slows the controller down, and that must not turn into a skipped test."""
     if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
         return "no Slurm client (sinfo/sbatch) on PATH; CI starts one with scripts/local_slurm.sh"
+    deadline = time.monotonic() + settle_s
+    while True:
+        states, said = _sinfo_states()
+        if any(s.startswith(_UP) for s in states):
+            return None
+        if time.monotonic() > deadline:
+            return f"Slurm cluster not up after {settle_s:.0f} s (sinfo: {said})"
+        time.sleep(1.0)
+
+
+def slurm_jobs_queued(job_ids) -> bool:
+    """True while any of ``job_ids`` (array ids cover their tasks) is still in Slurm's queue
+    (pending, running, completing). A failing squeue counts as 'still queued': the wait
+    then ends at its ceiling rather than on a guess."""
+    ids = ",".join(str(j).split("_")[0] for j in job_ids)
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError) as err:
-        return f"sinfo failed: {err}"
-    if out.returncode != 0 or not any(s.strip().startswith(("idle", "mixed", "alloc")) for s in out.stdout.splitlines()):
-        return f"Slurm cluster not up (sinfo: {out.stdout.strip() or out.stderr.strip()})"
-    return None
+        out = subprocess.run(["squeue", "-h", "-j", ids, "-o", "%i"], capture_output=True, text=True,
+                             timeout=CEILING_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    if out.returncode != 0:
+        return "Invalid job id" not in out.stderr  # squeue refuses ids it has forgotten: gone
+    return bool(out.stdout.strip())
+
+
+def wait_for_jobs(predicate, what: str, job_ids):
+    """``wait_until(predicate)`` while the Slurm jobs ``job_ids`` are queued or running; once
+    they have all left the queue the predicate must hold (their status files are final)."""
+    return wait_until(predicate, what, alive=lambda: slurm_jobs_queued(job_ids), every=0.5)
 
 
 @pytest.fixture
@@ -75,7 +125,7 @@ def slurm_cluster(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
-def scalelab(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 180):
+def scalelab(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = CEILING_S):
     """Run the CLI in a fresh process; returns the CompletedProcess."""
     return subprocess.run([PYTHON, "-m", "scalelab", *args], capture_output=True, text=True,
                           env=env or fake_env(), cwd=cwd, timeout=timeout, check=False)

@@ -12,13 +12,12 @@ that submits nothing. It is skipped, with the reason, when no cluster answers.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle_helpers import plan_of, scalelab, slurm_reason, write_spec
+from lifecycle_helpers import plan_of, scalelab, slurm_reason, wait_for_jobs, write_spec
 
 from scalelab.sweep.collect import collect
 from scalelab.sweep.launch import execute
@@ -83,10 +82,9 @@ def test_slurm_array_agrees_with_debug_and_relaunch_submits_nothing(tmp_path, on
     assert array.isdigit()  # one array for the whole sweep
     reference = _run(tmp_path, "debug")  # meanwhile, the in-process reference
 
-    deadline = time.monotonic() + 240
-    while (frame := sweep_states(sweep))["state"].to_list() != ["COMPLETED"] * 2:
-        assert time.monotonic() < deadline, frame.select("run_id", "state", "note")
-        time.sleep(0.5)
+    frame = wait_for_jobs(
+        lambda: f if (f := sweep_states(sweep))["state"].to_list() == ["COMPLETED"] * 2 else None,
+        "both array tasks to complete", [array])
     assert sorted(frame["job_id"]) == [f"{array}_0", f"{array}_1"] and frame["attempts"].to_list() == [1, 1]
     code = next((sweep / "code").iterdir())
     for job in frame["job_id"]:  # the jobs imported the submit-time snapshot, not the checkout

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle_helpers import FAKE, PYTHON, cli, fake_env, plan_of, write_spec
+from _waits import CEILING_S, wait_until
+from lifecycle_helpers import FAKE, PYTHON, cli, fake_env, fake_progress, plan_of, write_spec
 
 from scalelab.store.status import State, read_status, update_status
 from scalelab.sweep import observe as observe_mod
@@ -117,15 +117,6 @@ def test_scheduler_cancel_verdict_is_persisted(tmp_path, monkeypatch):
     assert report.launched == [plan.table["run_id"][1]]
 
 
-def _wait_for(predicate, timeout=60.0, every=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
-
-
 _LAUNCH = """
 import sys
 from scalelab.sweep.launch import execute, plan_from_disk
@@ -138,23 +129,24 @@ print(report.results)
 
 def test_ctrl_c_checkpoints_local_runs_and_relaunch_resumes(tmp_path):
     # the launcher process is started from the plan on disk (no spec planning: fast)
-    spec = _spec(tmp_path, extra={"fake_steps": 20, "fake_step_s": 0.1}, grid={"optim.lr": [1e-3, 2e-3]})
+    spec = _spec(tmp_path, extra={"fake_steps": 20, "fake_step_s": 0.25}, grid={"optim.lr": [1e-3, 2e-3]})
     plan = plan_of(spec)
     sweep = tmp_path / "sw"
     execute(plan, sweep, plan.spec.launcher, wait=True, backend=_NoRun(), target=FAKE)
     runs = [sweep / d for d in plan.table["run_dir"]]
     launcher = subprocess.Popen([PYTHON, "-c", _LAUNCH, str(sweep)], env=fake_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert _wait_for(lambda: all((read_status(r) or {}).get("state") == "RUNNING" for r in runs))
-    time.sleep(0.3)
+    # interrupt once every run has done a step (a state the fake trainer writes), not after a guess
+    wait_until(lambda: all(fake_progress(r) >= 1 for r in runs), "both runs past step 1",
+               alive=lambda: launcher.poll() is None)
     launcher.send_signal(signal.SIGINT)
-    launcher.wait(timeout=60)
+    launcher.wait(timeout=CEILING_S)
     for run in runs:
         status = read_status(run)
         assert status["state"] == "PREEMPTED" and 0 < status["steps_done"] < 20
         assert not (run / CLAIM_FILE).exists()
     out = subprocess.run([PYTHON, "-c", _LAUNCH, str(sweep)], env=fake_env(), capture_output=True, text=True,
-                         timeout=120, check=False)
+                         timeout=CEILING_S, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     for run in runs:
         status = read_status(run)
@@ -179,7 +171,7 @@ def test_two_concurrent_launches_execute_each_run_once(tmp_path):
             "--train-target", FAKE]
     procs = [subprocess.Popen(args, env=fake_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    outs = [p.communicate(timeout=CEILING_S)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     sweep = tmp_path / "root" / "s"
     plan = pl.read_parquet(sweep / "plan.parquet")

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import time
 
+from _waits import CEILING_S
+
 from scalelab.sweep.lock import CLAIM_FILE, Claim, is_live, read_claim, refresh, release, try_claim
 
 
@@ -86,7 +88,7 @@ def test_exactly_one_of_many_racing_processes_wins(tmp_path):
     procs = [ctx.Process(target=_race, args=(tmp_path / "r", barrier, queue)) for _ in range(n)]
     for p in procs:
         p.start()
-    results = [queue.get(timeout=30) for _ in range(n)]
+    results = [queue.get(timeout=CEILING_S) for _ in range(n)]
     for p in procs:
         p.join()
     winners = [r for r in results if r]

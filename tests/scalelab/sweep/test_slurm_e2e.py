@@ -17,14 +17,20 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import submitit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle_helpers import TINY_BASE, plan_of, scalelab, slurm_cluster, write_spec  # noqa: F401
+from lifecycle_helpers import (  # noqa: F401
+    TINY_BASE,
+    plan_of,
+    scalelab,
+    slurm_cluster,
+    wait_for_jobs,
+    write_spec,
+)
 
 from scalelab.store.status import read_status
 from scalelab.sweep.launch import execute
@@ -32,16 +38,6 @@ from scalelab.sweep.status import sweep_states
 from scalelab.train.records import read_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm"), pytest.mark.usefixtures("slurm_cluster")]
-
-
-def _wait(predicate, timeout: float, what: str, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value is not None and value is not False:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def test_two_tasks_train_one_run_with_torchrun_env(tmp_path):
@@ -72,15 +68,17 @@ def test_preempted_run_resumes_and_cancelled_run_stays(tmp_path):
     report = execute(plan, sweep, plan.spec.launcher, wait=False)
     (job0, job1) = [h.job_id for h in report.handles]
     runs = [sweep / d for d in plan.table["run_dir"]]
-    _wait(lambda: all(list(r.glob("checkpoint/step-*")) for r in runs) or None, 180, "both runs mid-training")
+    jobs = [job0, job1]
+    wait_for_jobs(lambda: all(list(r.glob("checkpoint/step-*")) for r in runs), "both runs mid-training", jobs)
     assert all((read_status(r) or {}).get("state") == "RUNNING" for r in runs)
 
     submitit.SlurmJob(folder=sweep / "jobs" / "%j", job_id=job0)._interrupt()  # preemption: TERM, USR2
     subprocess.run(["scancel", job1], check=True)
 
-    _wait(lambda: (read_status(runs[0]) or {}).get("state") == "COMPLETED" or None, 240,
-          "the preempted run to finish")
-    frame = _wait(lambda: f if (f := sweep_states(sweep))["state"][1] == "CANCELLED" else None, 60, "CANCELLED")
+    wait_for_jobs(lambda: (read_status(runs[0]) or {}).get("state") == "COMPLETED",
+                  "the preempted run to finish", [job0])
+    frame = wait_for_jobs(lambda: f if (f := sweep_states(sweep))["state"][1] == "CANCELLED" else None,
+                          "CANCELLED", jobs)
     status = read_status(runs[0])
     assert status["attempts"] >= 2 and status["job_ids"] == [job0]  # requeued as the same job
     steps = read_table(runs[0], "metrics")["step"].to_list()

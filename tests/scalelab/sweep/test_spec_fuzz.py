@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _waits import CEILING_S
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -172,7 +173,7 @@ def test_real_subprocess_exit_2_one_line(tmp_path, mutation):
     spec.write_text(mutation(_dump(VALID)))
     env = {**os.environ, "SCALELAB_ROOT": str(tmp_path / "root")}
     proc = subprocess.run([sys.executable, "-m", "scalelab", "sweep", str(spec), "--dry-run"],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+                          capture_output=True, text=True, env=env, timeout=CEILING_S, check=False)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"error: {spec}:")
     assert "Traceback" not in proc.stderr
