@@ -28,7 +28,7 @@ from __future__ import annotations
 import difflib
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 import torch
@@ -43,6 +43,7 @@ __all__ = [
     "Sign",
     "Spectral",
     "SpectralConv",
+    "norm_from_spec",
     "resolve_norm",
 ]
 
@@ -92,6 +93,11 @@ class LMO(ABC):
     def is_rowwise(self) -> bool:
         """True when the LMO acts on each stored row alone (local on a Shard(0) parameter)."""
         return self.rowwise
+
+    def to_spec(self) -> dict:
+        """``{"name": ..., field: value, ...}``: primitives only (an optimizer state_dict
+        holding it loads with ``torch.load(weights_only=True)``); ``norm_from_spec`` inverts it."""
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
 
 
 @dataclass(frozen=True)
@@ -301,3 +307,9 @@ def resolve_norm(norm: str | LMO, **kwargs) -> LMO:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown Scion norm {norm!r} (one of {sorted(NORMS)}){hint}")
     return lookup[key](**kwargs)
+
+
+def norm_from_spec(spec: dict) -> LMO:
+    """The LMO that ``LMO.to_spec`` described."""
+    kwargs = dict(spec)
+    return resolve_norm(kwargs.pop("name"), **kwargs)

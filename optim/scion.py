@@ -30,7 +30,17 @@ from torch import nn
 
 from ._param_io import local, restore_fp32_state, write_param_
 from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles
-from .lmo import LMO, Auto, BiasRMS, ColNorm, Sign, Spectral, SpectralConv, resolve_norm
+from .lmo import (
+    LMO,
+    Auto,
+    BiasRMS,
+    ColNorm,
+    Sign,
+    Spectral,
+    SpectralConv,
+    norm_from_spec,
+    resolve_norm,
+)
 
 __all__ = ["Scion", "scion_param_groups"]
 
@@ -135,8 +145,19 @@ class Scion(torch.optim.Optimizer):
             st["step"] = torch.tensor(0.0, dtype=torch.float32)
             st["momentum_buffer"] = torch.zeros_like(p, dtype=torch.float32)
 
+    def state_dict(self) -> dict:
+        """As torch's, with each group's ``norm`` as a plain dict (``LMO.to_spec``), so the
+        state_dict loads with ``torch.load(weights_only=True)``."""
+        sd = super().state_dict()
+        for group in sd["param_groups"]:  # fresh dicts: the live groups keep their LMOs
+            if isinstance(group.get("norm"), LMO):
+                group["norm"] = group["norm"].to_spec()
+        return sd
+
     def load_state_dict(self, state_dict: dict) -> None:
-        super().load_state_dict(state_dict)
+        groups = [{**g, "norm": norm_from_spec(g["norm"])} if isinstance(g.get("norm"), dict) else g
+                  for g in state_dict["param_groups"]]
+        super().load_state_dict({**state_dict, "param_groups": groups})
         restore_fp32_state(self, state_dict)
 
     @torch.no_grad()

@@ -3,7 +3,9 @@
 A run directory holds ``config.yaml`` (the resolved RunConfig plus derived quantities)
 and ``checkpoint/step-*/state.pt`` (``scalelab.train.checkpoint``); the newest checkpoint
 of a COMPLETED run holds its final weights. Used by ensemble evaluation and by teacher
-generation / logit KD.
+generation / logit KD. The checkpoint is verified against its manifest and unpickled with
+``weights_only=True``: a corrupt one, or one whose pickle would run code, is a one-line
+``UserError`` naming it (exit 2), never an older checkpoint in its place.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def model_digest(state: dict[str, torch.Tensor]) -> str:
 def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *, require_completed: bool = True) -> TrainedRun:
     """The final model of a run, in eval mode, in fp32, on ``device``."""
     from scalelab.model import build_model
-    from scalelab.train.checkpoint import latest_step, load_checkpoint
+    from scalelab.train.checkpoint import load_final
 
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
@@ -81,12 +83,13 @@ def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *, req
             raise UserError(
                 f"run is {status.get('state', 'not started')}, not COMPLETED", file=str(run_dir)
             )
-    state = load_checkpoint(run_dir, map_location="cpu")
-    if state is None:
+    found = load_final(run_dir, map_location="cpu")
+    if found is None:
         raise UserError("no checkpoint to load", file=str(run_dir / "checkpoint"))
+    step, state = found
     weights = _strip_prefixes(state["model"] if "model" in state else state)
     vocab = int(weights["tok_emb.weight"].shape[0])
     model = build_model(cfg.model, vocab_size=vocab)
     model.load_state_dict({k: v.float() for k, v in weights.items()})
     model.to(pick_device(str(device)) if isinstance(device, str) else device).eval()
-    return TrainedRun(run_dir, cfg, model, int(latest_step(run_dir) or 0), model_digest(weights))
+    return TrainedRun(run_dir, cfg, model, step, model_digest(weights))

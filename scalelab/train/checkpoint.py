@@ -1,30 +1,72 @@
-"""Checkpoints: ``checkpoint/step-<NNNNNNNNN>/state.pt``, written atomically, newest ``keep`` kept.
+"""Checkpoints: ``checkpoint/step-<NNNNNNNNN>/{state.pt, manifest.json}``, verified on load.
 
-A checkpoint is written into a hidden temporary directory beside the others, fsynced,
-and renamed into place (rename is atomic on local disks, NFS and Lustre), so a
-directory named ``step-*`` is always complete. ``latest`` is the highest such step;
-leftover temporary directories (a kill during a write) are removed on the next save or
-load. The state is a plain dict (see ``loop.py``): model and optimizer state dicts, the
-number of completed steps, RNG states (python, numpy, torch, cuda) and the records
-position, loaded with ``weights_only=False`` because the numpy RNG state is a tuple.
+Writing (``save_checkpoint``), in this order:
+
+1. ``.tmp-step-<N>-<pid>/state.pt``: ``torch.save`` through a hashing stream (size and
+   sha256 computed as the bytes go out, never read back), flushed and fsynced;
+2. ``.tmp-.../manifest.json`` LAST (``scalelab.train.manifest``: format, step, and each
+   file's size and sha256), fsynced; then the temporary directory is fsynced;
+3. the directory is renamed to ``step-<N>`` (atomic) and the parent fsynced;
+4. pruning: of the checkpoints *older* than ``N``, all but the newest ``keep - 1`` are
+   removed. A checkpoint newer than ``N`` is never pruned, so the intact checkpoint a
+   run fell back to is never pruned on account of a corrupt newer one.
+
+A crash at any point is recoverable: before step 3 only a ``.tmp-*`` directory exists
+(removed by the next save or load; the older checkpoints are untouched); after it the
+checkpoint is complete; a crash while pruning leaves extra old checkpoints. Damage after
+the fact (a truncated or bit-flipped file, a filesystem that lost unsynced data) is
+caught on load by the manifest.
+
+Loading (``load_checkpoint``, the run's resume) walks the ``step-*`` directories newest
+first and takes the first that verifies against its manifest and unpickles; each one
+skipped is reported in ONE line through ``log`` (e.g. ``checkpoint step-000000128 is
+corrupt (state.pt: 1000 bytes, manifest says 2345678); resuming from step-000000064``)
+and, with ``set_aside``, renamed ``corrupt-step-<N>`` (never deleted; out of the way of
+later saves and their pruning). ``load_final`` (a trained run's final weights: ensemble
+members, distillation teachers) takes the newest checkpoint only and raises a one-line
+``UserError`` when it is corrupt, since an older one is not the final model.
+
+Checkpoints never execute code: the state is tensors and primitives only (model and
+optimizer state dicts, the number of completed steps, ``scalelab.train.rng`` RNG states,
+the records position) and every load is ``torch.load(..., weights_only=True)``; a pickle
+that asks for anything else (e.g. ``os.system``) is refused as corrupt. Checkpoints of
+format 1 (before manifests, pickled numpy RNG tuples) are refused the same way: a resume
+reports them as corrupt ("no manifest.json") and starts over; ``load_final`` names them.
+
+Test hook: ``SCALELAB_TEST_CHECKPOINT_PAUSE=<step>:<marker path>`` (``TEST_PAUSE_ENV``)
+makes the write of checkpoint ``step`` stop after its first bytes of ``state.pt`` are on
+disk, create the marker file and sleep (at most 10 minutes, then exit 70), so a test can
+SIGKILL the run inside a checkpoint write without timing. Unset: no effect.
 """
 
 from __future__ import annotations
 
 import os
-import random
+import pickle
 import re
 import shutil
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+
+from scalelab.errors import UserError
+from scalelab.train.manifest import MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
+from scalelab.train.rng import rng_state, set_rng_state
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "STATE_FILE",
+    "TEST_PAUSE_ENV",
+    "Skipped",
+    "fallback_message",
     "latest_step",
     "load_checkpoint",
+    "load_final",
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
@@ -32,22 +74,34 @@ __all__ = [
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
+TEST_PAUSE_ENV = "SCALELAB_TEST_CHECKPOINT_PAUSE"
 _STEP_RE = re.compile(r"^step-(\d{9})$")
 
+Log = Callable[[str], None]
 
+
+@dataclass(frozen=True)
+class Skipped:
+    """A checkpoint passed over on load, and why."""
+
+    name: str  # 'step-000000128'
+    reason: str  # 'state.pt: 1000 bytes, manifest says 2345678'
+
+
+# ----------------------------------------------------------------------- layout
 def _root(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
-def _complete_steps(root: Path) -> list[int]:
+def _name(step: int) -> str:
+    return f"step-{step:09d}"
+
+
+def _step_dirs(root: Path) -> list[int]:
+    """Steps of every ``step-*`` directory, complete or not, ascending."""
     if not root.is_dir():
         return []
-    steps = []
-    for child in root.iterdir():
-        m = _STEP_RE.match(child.name)
-        if m and (child / STATE_FILE).is_file():
-            steps.append(int(m.group(1)))
-    return sorted(steps)
+    return sorted(int(m.group(1)) for c in root.iterdir() if (m := _STEP_RE.match(c.name)))
 
 
 def _remove_tmp(root: Path) -> None:
@@ -55,6 +109,23 @@ def _remove_tmp(root: Path) -> None:
         for child in root.iterdir():
             if child.name.startswith(".tmp-"):
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def _set_aside(path: Path, label: str) -> Path | None:
+    """Rename ``step-N`` to ``<label>-step-N`` (``.1``, ``.2``, ... when taken); None when
+    it is already gone (another rank moved it)."""
+    for n in range(1000):
+        target = path.with_name(f"{label}-{path.name}" + (f".{n}" if n else ""))
+        if target.exists():
+            continue
+        try:
+            os.rename(path, target)
+        except FileNotFoundError:
+            return None
+        except OSError:  # target appeared meanwhile (a racing rank): try the next name
+            continue
+        return target
+    return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -70,64 +141,167 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# ----------------------------------------------------------------------- writing
+def _pause_hook(step: int) -> Callable[[HashingWriter], None] | None:
+    """The ``TEST_PAUSE_ENV`` hook for the write of ``step`` (None, always, when unset)."""
+    spec = os.environ.get(TEST_PAUSE_ENV)
+    if not spec:
+        return None
+    at, _, marker = spec.partition(":")
+    if int(at) != step:
+        return None
+
+    def pause(writer: HashingWriter) -> None:
+        writer.flush()
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(600)
+        os._exit(70)
+
+    return pause
+
+
+def _write_state(path: Path, state: dict[str, Any], step: int) -> FileDigest:
+    with open(path, "wb") as fh:
+        writer = HashingWriter(fh, after_write=_pause_hook(step))
+        torch.save(state, writer)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return writer.digest()
+
+
+def _prune(root: Path, step: int, keep: int) -> None:
+    """Remove the checkpoints older than ``step`` beyond the newest ``keep - 1`` of them;
+    never one newer than ``step``."""
+    older = [s for s in _step_dirs(root) if s < step]
+    for old in older[: max(0, len(older) - (keep - 1))]:
+        shutil.rmtree(root / _name(old), ignore_errors=True)
+
+
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state`` as the checkpoint of ``step``; keep the newest ``keep`` checkpoints."""
+    """Write ``state`` (tensors and primitives) as the checkpoint of ``step``; keep the
+    newest ``keep`` up to it (see the module docstring for the order of writes)."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
     root = _root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     _remove_tmp(root)
-    final = root / f"step-{step:09d}"
-    tmp = root / f".tmp-step-{step:09d}-{os.getpid()}"
+    final = root / _name(step)
+    tmp = root / f".tmp-{_name(step)}-{os.getpid()}"
     tmp.mkdir()
     try:
-        with open(tmp / STATE_FILE, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        digest = _write_state(tmp / STATE_FILE, state, step)
+        write_manifest(tmp, step, {STATE_FILE: digest})
         _fsync_dir(tmp)
-        if final.exists():  # re-saving the same step (e.g. final == periodic)
-            shutil.rmtree(final)
+        if final.exists():  # one a resume passed over (corrupt): set aside, not deleted
+            _set_aside(final, "superseded")
         os.rename(tmp, final)
         _fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for old in _complete_steps(root)[:-keep]:
-        shutil.rmtree(root / f"step-{old:09d}", ignore_errors=True)
+    _prune(root, step, keep)
     return final
 
 
-def latest_step(run_dir: str | Path) -> int | None:
-    """The highest complete checkpoint step, or None."""
-    steps = _complete_steps(_root(run_dir))
-    return steps[-1] if steps else None
+# ----------------------------------------------------------------------- reading
+def _gist(err: BaseException) -> str:
+    """The informative line of an exception message (torch's are paragraphs)."""
+    boiler = ("Weights only load failed", "Check the documentation", "Please file an issue",
+              "Re-running `torch.load`")
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(boiler)]
+    text = (useful or lines or [type(err).__name__])[0]
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
-def load_checkpoint(run_dir: str | Path, map_location: Any = "cpu") -> dict[str, Any] | None:
-    """The newest checkpoint's state dict, or None when the run has none."""
-    root = _root(run_dir)
-    _remove_tmp(root)
-    step = latest_step(run_dir)
-    if step is None:
-        return None
-    path = root / f"step-{step:09d}" / STATE_FILE
-    return torch.load(path, map_location=map_location, weights_only=False)
-
-
-def rng_state() -> dict[str, Any]:
-    """Every RNG the loop may touch: python, numpy, torch CPU and (if present) CUDA."""
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+def _unpickle(path: Path, map_location: Any) -> dict[str, Any] | str:
+    """The dict in ``path`` via ``torch.load(weights_only=True)``, or why it cannot be had."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": one line follows
+            state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        return f"{path.name}: pickle refused by weights_only=True: {_gist(err)}"
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - truncated zip, bad magic, EOF, ...: not a checkpoint
+        return f"{path.name}: does not load: {type(err).__name__}: {_gist(err)}"
+    if not isinstance(state, dict):
+        return f"{path.name}: holds a {type(state).__name__}, not a dict"
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+def _read(directory: Path, step: int, map_location: Any) -> dict[str, Any] | str:
+    """The verified state of one checkpoint directory, or why it is corrupt."""
+    problem = verify(directory, step)
+    if problem is not None:
+        return problem
+    return _unpickle(directory / STATE_FILE, map_location)
+
+
+def fallback_message(skipped: list[Skipped], resumed: str | None) -> str:
+    """One line: which checkpoints were skipped and why, and what the run does instead."""
+    then = f"resuming from {resumed}" if resumed else "no intact checkpoint: starting from scratch"
+    if len(skipped) == 1:
+        return f"checkpoint {skipped[0].name} is corrupt ({skipped[0].reason}); {then}"
+    what = ", ".join(f"{s.name} ({s.reason})" for s in skipped)
+    return f"checkpoints {what} are corrupt; {then}"
+
+
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr, flush=True)
+
+
+def latest_step(run_dir: str | Path) -> int | None:
+    """The highest step whose checkpoint directory holds a manifest (so was written
+    completely; ``load_checkpoint`` still verifies it), or None."""
+    root = _root(run_dir)
+    steps = [s for s in _step_dirs(root) if (root / _name(s) / MANIFEST_FILE).is_file()]
+    return steps[-1] if steps else None
+
+
+def load_checkpoint(
+    run_dir: str | Path, map_location: Any = "cpu", *, log: Log = _stderr, set_aside: bool = False
+) -> dict[str, Any] | None:
+    """The newest intact checkpoint's state, or None when there is none.
+
+    Corrupt checkpoints (see the module docstring) are skipped, newest first; when any
+    was, ``log`` gets one line naming them and the step resumed from (or that none is
+    left). ``set_aside``: rename each skipped one ``corrupt-step-<N>`` (the run's own
+    resume, on one rank), so no later save prunes an intact one on its account.
+    """
+    root = _root(run_dir)
+    _remove_tmp(root)
+    skipped: list[Skipped] = []
+    for step in reversed(_step_dirs(root)):
+        directory = root / _name(step)
+        got = _read(directory, step, map_location)
+        if isinstance(got, dict):
+            if skipped:
+                log(fallback_message(skipped, directory.name))
+            return got
+        skipped.append(Skipped(directory.name, got))
+        if set_aside:
+            _set_aside(directory, "corrupt")
+    if skipped:
+        log(fallback_message(skipped, None))
+    return None
+
+
+def load_final(run_dir: str | Path, map_location: Any = "cpu") -> tuple[int, dict[str, Any]] | None:
+    """``(step, state)`` of the newest checkpoint, or None when the run has none.
+
+    Raises a one-line ``UserError`` naming the checkpoint when it is corrupt (or holds a
+    pickle that would run code): an older checkpoint is not the run's final model.
+    """
+    root = _root(run_dir)
+    steps = _step_dirs(root)
+    if not steps:
+        return None
+    directory = root / _name(steps[-1])
+    got = _read(directory, steps[-1], map_location)
+    if isinstance(got, str):
+        raise UserError(f"corrupt checkpoint ({got})", file=str(directory))
+    return steps[-1], got

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -64,11 +65,35 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def popen_train(cfg_yaml: Path, run_dir: Path) -> subprocess.Popen:
+def popen_train(cfg_yaml: Path, run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``scalelab train`` in a subprocess (``env``: extra variables, e.g. a test hook)."""
     return subprocess.Popen(
         [sys.executable, "-m", "scalelab", "train", str(cfg_yaml), "--run-dir", str(run_dir)],
-        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**cli_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+
+
+class CodeRunningPickle:
+    """Unpickling it runs ``touch <marker>``: what loading a checkpoint must never do."""
+
+    def __init__(self, marker: Path):
+        self.marker = Path(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {shlex.quote(str(self.marker))}",))
+
+
+def write_malicious_checkpoint(run_dir: Path, step: int, marker: Path) -> Path:
+    """``run_dir/checkpoint/step-<step>/state.pt`` whose pickle calls ``os.system``, with a
+    manifest that matches it (whoever can write the file can hash it): only the weights-only
+    loader stands in the way. Returns the state.pt path."""
+    from scalelab.train.manifest import file_digest, write_manifest
+
+    directory = Path(run_dir) / "checkpoint" / f"step-{step:09d}"
+    directory.mkdir(parents=True)
+    torch.save({"step": step, "model": CodeRunningPickle(marker)}, directory / "state.pt")
+    write_manifest(directory, step, {"state.pt": file_digest(directory / "state.pt")})
+    return directory / "state.pt"
 
 
 def final_state(run_dir: Path) -> dict:

@@ -233,3 +233,57 @@ def test_sweep_runs_teachers_then_generation_then_students(tmp_path, corpus):
     with pytest.raises(SystemExit):
         main(["sweep", str(spec), "--root", str(tmp_path / "root")])
     assert json.loads((gen / "status.json").read_text())["updated"] == gen_status["updated"]
+
+
+def _poison(run_dir: Path, marker: Path) -> Path:
+    """Replace a teacher's checkpoint by one whose pickle calls os.system (manifest matching)."""
+    import shutil
+
+    from _train_util import write_malicious_checkpoint
+
+    shutil.rmtree(run_dir / "checkpoint")
+    return write_malicious_checkpoint(run_dir, 1, marker)
+
+
+def test_generation_refuses_a_teacher_checkpoint_that_would_run_code_in_one_line(tmp_path, corpus):
+    from scalelab.errors import UserError
+
+    teacher = _teacher_run(tmp_path, "m0", 0, corpus)
+    marker = tmp_path / "code-ran"
+    state_file = _poison(teacher, marker)
+    with pytest.raises(UserError) as err:
+        generate([teacher], GenerationParams(n_tokens=10 * 9, seq_len=8), tmp_path / "syn", log=lambda _: None)
+    assert "\n" not in str(err.value) and not marker.exists()
+    assert str(err.value).startswith(f"{state_file.parent}: corrupt checkpoint (state.pt: pickle refused")
+
+
+def test_kd_student_cli_exits_2_in_one_line_on_a_code_running_teacher(tmp_path, corpus):
+    """``scalelab train`` on a logit-KD student whose teacher (an absolute path in the spec)
+    holds a code-running pickle: exit 2, one line on stderr, no traceback, no code run."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from scalelab.config import DistillConfig, TrainConfig
+
+    teacher = _teacher_run(tmp_path, "m0", 0, corpus)
+    marker = tmp_path / "code-ran"
+    state_file = _poison(teacher, marker)
+    student = RunConfig(
+        name="kd", model=ModelConfig(preset="cpu-50k"),
+        data=DataConfig(dataset=corpus, seq_len=8, val_tokens=200),
+        train=TrainConfig(batch_size=4, eval_batches=2),
+        distill=DistillConfig(teachers=(str(teacher.resolve()),), kd_weight=0.5),
+    )
+    cfg_yaml = tmp_path / "kd.yaml"
+    cfg_yaml.write_text(yaml.safe_dump(strict.to_dict(student), sort_keys=False))
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalelab", "train", str(cfg_yaml), "--run-dir", str(tmp_path / "kd")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith(f"error: {state_file.parent}: corrupt checkpoint (state.pt: pickle refused")
+    assert not marker.exists()

@@ -168,3 +168,52 @@ def test_sweep_evaluation_writes_k_1_to_m_rows_equal_to_direct_computation(tmp_p
     assert again.height == table.height
     np.testing.assert_allclose(again.sort(["method", "members", "member"])["loss"].to_numpy(),
                                table.sort(["method", "members", "member"])["loss"].to_numpy(), atol=TOL)
+
+
+def _corpus(tmp_path) -> str:
+    from scalelab.data.format import write_token_dir
+
+    return str(write_token_dir(tmp_path / "c", np.random.default_rng(0).integers(0, 32, 3000), vocab_size=32,
+                               tokenizer_id="t", eos_id=None, n_documents=1, sources=["rng"]))
+
+
+def _make_malicious(run_dir, marker):
+    """Replace the member's checkpoint by one whose pickle calls os.system (manifest matching)."""
+    import shutil
+
+    from _train_util import write_malicious_checkpoint
+
+    shutil.rmtree(run_dir / "checkpoint")
+    return write_malicious_checkpoint(run_dir, 7, marker)
+
+
+def test_a_member_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path):
+    from scalelab.ensemble.load import load_trained
+    from scalelab.errors import UserError
+
+    run_dir, _ = _member_run(tmp_path, 0, _corpus(tmp_path))
+    assert load_trained(run_dir).step == 7
+    marker = tmp_path / "code-ran"
+    state_file = _make_malicious(run_dir, marker)
+    with pytest.raises(UserError) as err:
+        load_trained(run_dir)
+    msg = str(err.value)
+    assert "\n" not in msg and not marker.exists()
+    assert msg.startswith(f"{state_file.parent}: corrupt checkpoint (state.pt: pickle refused by weights_only=True")
+
+
+def test_ensemble_cli_exits_2_with_one_line_on_a_code_running_member(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = _corpus(tmp_path)
+    run_dirs = [_member_run(tmp_path, k, corpus)[0] for k in range(2)]
+    marker = tmp_path / "code-ran"
+    state_file = _make_malicious(run_dirs[1], marker)
+    proc = subprocess.run([sys.executable, "-m", "scalelab", "ensemble", str(tmp_path), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith(f"error: {state_file.parent}: corrupt checkpoint (state.pt: pickle refused")
+    assert not marker.exists()

@@ -1,4 +1,5 @@
-"""Resume: kill -9 at a random step or SIGTERM, relaunch -> bit-identical to an uninterrupted run.
+"""Resume: kill -9 at a random step, inside a checkpoint write (plus a corrupted newest
+checkpoint) or SIGTERM, relaunch -> bit-identical to an uninterrupted run.
 
 CPU, fp32, one thread everywhere. "Bit-identical": every tensor of the final checkpoint
 (model, optimizer state) is ``torch.equal`` to the uninterrupted run's, and the metrics
@@ -20,9 +21,11 @@ from _train_util import (
     popen_train,
     tiny_cfg,
     write_cfg_yaml,
+    write_malicious_checkpoint,
 )
 
 from scalelab.errors import EXIT_PREEMPTED
+from scalelab.identity import short_id
 from scalelab.store.status import State, read_status
 from scalelab.train import checkpoint as ckpt
 from scalelab.train import train
@@ -55,6 +58,17 @@ def _wait_for_checkpoint(run_dir, at_least: int, proc, timeout: float = 120.0) -
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.005)
     raise AssertionError("no checkpoint appeared")
+
+
+def _wait_for_file(path, proc, timeout: float = 300.0) -> None:
+    """Wait for ``path`` to appear (a state, not a duration: the ceiling is generous)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if path.exists():
+            return
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never appeared")
 
 
 def _assert_same_as_reference(run_dir, ref):
@@ -91,6 +105,69 @@ def test_kill_9_at_a_random_step_then_relaunch(setup, tmp_path):
     assert f"resumed from checkpoint at step {killed_at}" in out
     assert read_status(run_dir)["attempts"] == 2
     _assert_same_as_reference(run_dir, ref)
+
+
+def test_kill_9_inside_a_checkpoint_write_and_a_corrupt_newest_checkpoint(setup, tmp_path):
+    """SIGKILL while save_checkpoint(12) is writing state.pt (the TEST_PAUSE_ENV hook holds the
+    writer there and says so with a marker file), then truncate the newest complete checkpoint
+    (step 8) to 1,000 bytes: the relaunch says so in one line, resumes from step 4, sets step 8
+    aside (not deleted) and ends bit-identical to the uninterrupted run, each step once."""
+    cfg, cfg_yaml, ref = setup
+    run_dir, marker = tmp_path / "torn", tmp_path / "inside-save-12"
+    proc = popen_train(cfg_yaml, run_dir, env={ckpt.TEST_PAUSE_ENV: f"12:{marker}"})
+    try:
+        _wait_for_file(marker, proc)
+        root = run_dir / "checkpoint"
+        (tmp,) = root.glob(".tmp-step-000000012-*")  # mid-write: part of state.pt, no manifest
+        assert (tmp / "state.pt").stat().st_size > 0 and not (tmp / "manifest.json").exists()
+        proc.kill()  # SIGKILL inside save_checkpoint
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert read_status(run_dir)["state"] == "RUNNING"  # it really died mid-run
+    assert ckpt.latest_step(run_dir) == 8
+    newest = root / "step-000000008" / "state.pt"
+    size = newest.stat().st_size
+    with open(newest, "r+b") as fh:
+        fh.truncate(1000)
+    again = popen_train(cfg_yaml, run_dir)
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out
+    assert "Traceback" not in out
+    said = [line for line in out.splitlines() if "corrupt" in line]
+    assert said == [(f"[{short_id(cfg)}] checkpoint step-000000008 is corrupt (state.pt: 1000 bytes, "
+                     f"manifest says {size}); resuming from step-000000004")], out
+    assert "resumed from checkpoint at step 4/" in out
+    assert read_status(run_dir)["attempts"] == 2
+    assert (root / "corrupt-step-000000008" / "state.pt").stat().st_size == 1000  # kept aside
+    assert not list(root.glob(".tmp-*"))
+    _assert_same_as_reference(run_dir, ref)
+
+
+def test_code_running_pickle_in_a_checkpoint_is_refused_in_one_line(data, tmp_path):
+    """A state.pt whose pickle calls os.system (with a matching manifest) through the real CLI:
+    refused by weights_only=True, one line naming it, no traceback, the code never runs; the
+    run starts from scratch and completes, each step once."""
+    steps = 8
+    cfg = tiny_cfg(data, steps, "train.checkpoint_every=4")
+    cfg_yaml = write_cfg_yaml(tmp_path / "cfg.yaml", cfg)
+    run_dir, marker = tmp_path / "run", tmp_path / "code-ran"
+    write_malicious_checkpoint(run_dir, 4, marker)
+    proc = popen_train(cfg_yaml, run_dir)
+    out, _ = proc.communicate(timeout=300)
+    assert not marker.exists()
+    assert "Traceback" not in out
+    said = [line for line in out.splitlines() if "step-000000004" in line]
+    assert len(said) == 1, out
+    assert said[0].startswith(f"[{short_id(cfg)}] checkpoint step-000000004 is corrupt (state.pt: "
+                              "pickle refused by weights_only=True: ")
+    assert said[0].endswith("no intact checkpoint: starting from scratch")
+    assert "posix.system" in said[0] or "os.system" in said[0]
+    assert proc.returncode == 0, out
+    assert (run_dir / "checkpoint" / "corrupt-step-000000004" / "state.pt").is_file()
+    m = pl.read_parquet(run_dir / "metrics.parquet")
+    assert m["step"].to_list() == list(range(1, steps + 1))
 
 
 def test_sigterm_checkpoints_exits_preempted_and_resumes(setup, tmp_path):

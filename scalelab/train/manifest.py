@@ -1,0 +1,166 @@
+"""Checkpoint manifests: ``manifest.json`` lists each file of a checkpoint, its size and sha256.
+
+The writer hashes bytes as they pass to disk (``HashingWriter``), so saving never reads a
+file back; ``verify`` reads each file once. The document::
+
+    {"format": 2, "step": 128, "files": {"state.pt": {"size": 2345678, "sha256": "ab12..."}}}
+
+``format`` 2 is the first format with a manifest (format 1, before it, pickled arbitrary
+objects and had none). ``check_manifest`` is pure (a document and observed sizes in, a
+problem or None out); the functions around it do the I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = [
+    "FORMAT",
+    "MANIFEST_FILE",
+    "FileDigest",
+    "HashingWriter",
+    "check_manifest",
+    "file_digest",
+    "manifest_doc",
+    "verify",
+    "write_manifest",
+]
+
+FORMAT = 2
+MANIFEST_FILE = "manifest.json"
+_CHUNK = 1 << 22  # 4 MiB reads when verifying
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """What the manifest records of one file."""
+
+    size: int
+    sha256: str
+
+
+class HashingWriter:
+    """A write-only binary stream over ``fh`` that counts and hashes every byte written.
+
+    ``torch.save(obj, HashingWriter(fh))`` writes the same bytes as to ``fh`` itself.
+    ``after_write`` (a test hook, see ``checkpoint.TEST_PAUSE_ENV``) runs after each write.
+    """
+
+    def __init__(self, fh: BinaryIO, after_write: Callable[[HashingWriter], None] | None = None):
+        self._fh = fh
+        self._hash = hashlib.sha256()
+        self._size = 0
+        self._after_write = after_write
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._hash.update(view)
+        self._fh.write(view)
+        self._size += view.nbytes
+        if self._after_write is not None:
+            self._after_write(self)
+        return view.nbytes
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def digest(self) -> FileDigest:
+        return FileDigest(self._size, self._hash.hexdigest())
+
+
+def file_digest(path: Path) -> FileDigest:
+    """Size and sha256 of ``path``, read once in chunks."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return FileDigest(size, h.hexdigest())
+
+
+def manifest_doc(step: int, files: Mapping[str, FileDigest]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "step": int(step),
+        "files": {name: {"size": d.size, "sha256": d.sha256} for name, d in sorted(files.items())},
+    }
+
+
+def write_manifest(directory: Path, step: int, files: Mapping[str, FileDigest]) -> None:
+    """Write and fsync ``directory/manifest.json`` (call it after the files are fsynced)."""
+    with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as fh:
+        json.dump(manifest_doc(step, files), fh, indent=1)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _files(doc: Any, step: int) -> dict[str, FileDigest] | str:
+    """The files a manifest document lists, or what is wrong with it."""
+    if not isinstance(doc, dict):
+        return f"{MANIFEST_FILE} is not an object"
+    if doc.get("format") != FORMAT:
+        return f"{MANIFEST_FILE} has format {doc.get('format')!r}, this scalelab reads {FORMAT}"
+    if doc.get("step") != step:
+        return f"{MANIFEST_FILE} is for step {doc.get('step')!r}"
+    files = doc.get("files")
+    if not isinstance(files, dict) or not files:
+        return f"{MANIFEST_FILE} lists no files"
+    out = {}
+    for name, entry in files.items():
+        ok = (
+            isinstance(name, str) and name == Path(name).name and name not in (".", "..")
+            and isinstance(entry, dict) and type(entry.get("size")) is int
+            and isinstance(entry.get("sha256"), str)
+        )
+        if not ok:
+            return f"{MANIFEST_FILE} has a malformed entry {name!r}"
+        out[name] = FileDigest(entry["size"], entry["sha256"])
+    return out
+
+
+def check_manifest(
+    doc: Any, step: int, size_of: Callable[[str], int | None], digest_of: Callable[[str], str]
+) -> str | None:
+    """What is wrong with a checkpoint whose manifest is ``doc``, or None when it matches.
+
+    ``size_of(name)`` is the file's size (None when missing); ``digest_of(name)`` its sha256,
+    asked only once every size matches (a wrong size needs no hashing).
+    """
+    files = _files(doc, step)
+    if isinstance(files, str):
+        return files
+    for name, want in files.items():
+        size = size_of(name)
+        if size is None:
+            return f"{name} missing"
+        if size != want.size:
+            return f"{name}: {size} bytes, manifest says {want.size}"
+    for name, want in files.items():
+        if digest_of(name) != want.sha256:
+            return f"{name}: sha256 mismatch"
+    return None
+
+
+def verify(directory: Path, step: int) -> str | None:
+    """What is wrong with the checkpoint in ``directory``, or None when every file matches."""
+    try:
+        doc = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {MANIFEST_FILE}"
+    except (OSError, ValueError) as err:
+        return f"{MANIFEST_FILE} unreadable ({type(err).__name__})"
+
+    def size_of(name: str) -> int | None:
+        try:
+            return (directory / name).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    return check_manifest(doc, step, size_of, lambda name: file_digest(directory / name).sha256)
