@@ -192,7 +192,7 @@ def fit_law(
             raise AnalysisInputError(f"{law.name}: no start reached a finite objective")
 
     theta = obj.full(z_best[None, :])[0]
-    params = law.as_dict(theta)
+    params = {**law.as_dict(theta), **fixed}  # fixed values exactly as given, not exp(log(v))
     pred = np.exp(law.log_predict(theta[None, :], X)[0])
     ss_res = float(np.sum((y - pred) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))

@@ -2,19 +2,24 @@
 
 Unknown keys are errors with a did-you-mean; values are checked against the field's
 annotation (int, float, str, bool, Literal, Optional, tuple[...], dict, nested dataclass).
-Every error names the file and the dotted key path.
+Floats must be finite: no field takes nan or inf (where "no limit" is meant, the field is
+Optional and None says so, e.g. ``train.grad_clip``, ``train.loss_ceiling``), and the run
+identity cannot hash them. ``Any`` values (free-form tags such as ``extra``) must be plain
+data for the same reason: null, bool, int, finite float, str, lists and string-keyed
+mappings of those. Every error names the file and the dotted key path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
-import yaml
-
+from scalelab import yamlsafe
 from scalelab.errors import UserError, did_you_mean
 
 T = TypeVar("T")
@@ -52,7 +57,7 @@ def coerce(tp: Any, value: Any, *, file: str | None, path: str) -> Any:
     """Check ``value`` against annotation ``tp``; convert lists to tuples and ints to floats."""
     origin, args = get_origin(tp), get_args(tp)
     if tp is Any:
-        return value
+        return _plain(value, file=file, path=path)
     if dataclasses.is_dataclass(tp):
         return build(tp, value, file=file, path=path)
     if origin in (typing.Union, types.UnionType):
@@ -106,12 +111,14 @@ def coerce(tp: Any, value: Any, *, file: str | None, path: str) -> Any:
             return int(value)  # YAML writes 2e8 as a float
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return _finite(float(value), file=file, path=path)
         if isinstance(value, str):  # PyYAML reads "1e-3" (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+            else:
+                return _finite(number, file=file, path=path)
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -121,43 +128,84 @@ def coerce(tp: Any, value: Any, *, file: str | None, path: str) -> Any:
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Safe-load a YAML file; a missing file or a syntax error is a one-line UserError."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise UserError(f"cannot read file ({err.strerror})", file=str(path)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise UserError(problem, file=str(path), key=where) from None
+    """Read a YAML file through ``scalelab.yamlsafe``: a missing, unreadable or non-UTF-8
+    file, a syntax error, a duplicate key or an alias bomb is a one-line UserError."""
+    return yamlsafe.load(yamlsafe.read_text(path), file=str(path))
+
+
+def override_source(item: str) -> str:
+    """How errors name a command-line override: ``override 'optim.lr=1'``."""
+    return f"override {item!r}"
 
 
 def parse_override(item: str) -> tuple[str, Any]:
-    """``'train.lr=3e-3'`` -> ``('train.lr', 0.003)``; the value is parsed as YAML."""
+    """``'train.lr=3e-3'`` -> ``('train.lr', 0.003)``; the value is parsed as YAML (text
+    that is not YAML stays a string). The key must be dotted names: no empty key or empty
+    segment (``=3``, ``a..b``, ``.a``, ``a.``), no whitespace inside a segment."""
+    source = override_source(item)
     if "=" not in item:
-        raise UserError(f"override {item!r} is not of the form dotted.key=value")
+        raise UserError("missing '=' (expected dotted.key=value)", file=source)
     key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise UserError("empty key (expected dotted.key=value)", file=source)
+    for part in key.split("."):
+        if not part:
+            raise UserError(f"empty segment in key {key!r} (expected dotted.key=value)", file=source)
+        if part != "".join(part.split()):
+            raise UserError(f"whitespace in key {key!r} (expected dotted.key=value)", file=source)
     try:
-        value = yaml.safe_load(raw) if raw else None
-    except yaml.YAMLError:
+        value = yamlsafe.load(raw, file=source) if raw else None
+    except yamlsafe.YamlSyntaxError:
         value = raw
-    return key.strip(), value
+    return key, value
 
 
-def set_dotted(tree: dict, key: str, value: Any) -> None:
+def set_dotted(tree: dict, key: str, value: Any, *, file: str | None = None) -> None:
     """Set ``tree['a']['b'] = value`` for ``key='a.b'``, creating mappings on the way."""
     parts = key.split(".")
     node = tree
-    for part in parts[:-1]:
+    for i, part in enumerate(parts[:-1]):
         nxt = node.setdefault(part, {})
         if not isinstance(nxt, dict):
-            raise UserError(f"cannot set {key}: {part} is not a mapping")
+            where = ".".join(parts[: i + 1])
+            raise UserError(f"cannot set {key}: {where} is not a mapping", file=file, key=where)
         node = nxt
     node[parts[-1]] = value
+
+
+@functools.cache
+def dotted_keys(cls: type) -> tuple[str, ...]:
+    """Every dotted leaf key of dataclass ``cls``, e.g. ('name', 'model.preset', ...)."""
+    hints = get_type_hints(cls)
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            out += [f"{f.name}.{sub}" for sub in dotted_keys(tp)]
+        else:
+            out.append(f.name)
+    return tuple(out)
+
+
+def check_key(cls: type, key: str, *, file: str | None = None) -> None:
+    """Refuse a dotted ``key`` naming no field of dataclass ``cls``, suggesting the closest
+    full dotted key (``optim.lrr`` -> 'optim.lr'; a bare field name such as ``lr`` -> the
+    key ending in it). Below a non-dataclass field (``extra.*``) anything goes."""
+    tp: Any = cls
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(tp):
+            return
+        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        if part not in names:
+            choices = dotted_keys(cls)
+            hint = did_you_mean(key, choices)
+            if not hint:
+                leaf = key.rsplit(".", 1)[-1]
+                same = [c for c in choices if c.rsplit(".", 1)[-1] == leaf]
+                hint = f" (did you mean '{same[0]}'?)" if same else ""
+            raise UserError(f"unknown key{hint}", file=file, key=key)
+        tp = get_type_hints(tp)[part]
 
 
 def to_dict(obj: Any) -> Any:
@@ -169,6 +217,33 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_dict(v) for k, v in obj.items()}
     return obj
+
+
+def _finite(number: float, *, file: str | None, path: str) -> float:
+    if not math.isfinite(number):
+        raise UserError(f"expected a finite number, got {number!r}", file=file, key=path)
+    return number
+
+
+def _plain(value: Any, *, file: str | None, path: str) -> Any:
+    """``value`` unchanged when it is plain data the run identity can hash (module doc)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return _finite(value, file=file, path=path)
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _plain(item, file=file, path=f"{path}[{i}]")
+        return value
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise UserError(f"expected string keys, got {_kind(k)} {k!r}", file=file, key=path)
+            _plain(item, file=file, path=f"{path}.{k}" if path else k)
+        return value
+    raise UserError(
+        f"expected plain data (null, bool, number, string, list, mapping), got {_kind(value)} "
+        f"{value!r}", file=file, key=path)
 
 
 def _kind(value: Any) -> str:

@@ -1,18 +1,22 @@
 """``scalelab train CONFIG.yaml [dotted.key=value ...]``: one run (also what sweep jobs run).
 
 Exit codes: 0 COMPLETED, 3 DIVERGED, 75 PREEMPTED (checkpointed; relaunch resumes),
-1 crash (traceback printed, status FAILED), 2 bad input (one line).
+1 crash (traceback printed, status FAILED), 2 bad input (one line). A relaunch on a run
+directory that had already ended trains nothing and says so in one line: exit 0 when it
+was COMPLETED, 2 when it was DIVERGED (never relaunched; remove the directory).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scalelab.cli.app import app
-from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK, EXIT_PREEMPTED
+from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK, EXIT_PREEMPTED, UserError
+from scalelab.store.status import STATUS_FILE, State, read_status
 
 EXIT_CODES = {
     "COMPLETED": EXIT_OK,
@@ -31,11 +35,33 @@ def train_cmd(
     """Train one run; a relaunch on the same run directory resumes from its checkpoint."""
     from scalelab.config import load_run_config
     from scalelab.identity import run_dir_name
-    from scalelab.train import train
 
     cfg = load_run_config(config, list(overrides or []))
     if run_dir is None:
         base = root or Path(os.environ.get("SCALELAB_ROOT") or "runs")
         run_dir = base / run_dir_name(cfg)
-    state = train(cfg, run_dir)
+    from scalelab.train import train  # torch: imported once the input is known to be good
+
+    before = read_status(run_dir)  # tells "had already ended" from "ended in this call"
+    state = train(cfg, run_dir)  # also refuses a run dir that holds another config
+    if state.terminal and isinstance(before, dict) and before.get("state") == state.value:
+        return _already_ended(run_dir, state, before)
     return EXIT_CODES.get(state.value, EXIT_FAILURE)
+
+
+def _already_ended(run_dir: Path, state: State, status: dict[str, Any]) -> int:
+    """A relaunch of a finished run trains nothing: say so in one line. COMPLETED is
+    success (exit 0); DIVERGED is bad input (exit 2), as nothing can be done with it: the
+    launcher never relaunches a DIVERGED run (``scalelab retry`` skips it too), so the
+    only way to train it again is a new run directory."""
+    steps = status.get("steps_done")
+    at = f" at step {steps}" if steps is not None else ""
+    if state == State.COMPLETED:
+        print(f"{run_dir}: run already COMPLETED{at}; nothing to train", flush=True)
+        return EXIT_OK
+    error = " ".join(str(status.get("error") or "").split())
+    raise UserError(
+        f"run already ended {state.value}{at}{f' ({error})' if error else ''}; it is never "
+        f"relaunched (nor by 'scalelab retry'): remove the run directory to train it again",
+        file=str(run_dir / STATUS_FILE),
+    )

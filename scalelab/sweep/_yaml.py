@@ -1,11 +1,11 @@
 """Safe YAML loading that remembers the line of every mapping key and list item.
 
-Errors in a sweep spec name the file, the key path and the line (DESIGN.md §6). PyYAML's
-composed node tree carries marks; we walk it once to index ``key path -> line`` and then
-construct plain Python data from the same nodes (SafeLoader: no arbitrary objects).
+Errors in a sweep spec name the file, the key path and the line (DESIGN.md §6). The
+composed node graph (``scalelab.yamlsafe``: limits and duplicate keys checked there)
+carries marks; we walk it once to index ``key path -> line`` and then construct plain
+Python data from the same nodes (SafeLoader: no arbitrary objects).
 Key paths use the same spelling as ``scalelab.strict``: ``a.b`` for mappings and
 ``a[0]`` for list items, e.g. ``zip[0].optim.lr`` or ``grid.optim.lr[2]``.
-Duplicate keys in one mapping are errors (PyYAML silently keeps the last).
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from typing import Any
 
 import yaml
 
+from scalelab import yamlsafe
 from scalelab.errors import UserError
 
 __all__ = ["Located", "load_located", "parse_located"]
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML has it (about 10x faster; the same nodes and marks)."""
 
 
 @dataclass(frozen=True)
@@ -59,58 +57,32 @@ class Located:
 
 
 def load_located(path: str | Path) -> Located:
-    """Read and parse ``path``; unreadable files and YAML syntax errors are UserErrors."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or type(err).__name__
-        raise UserError(f"cannot read file ({reason})", file=str(path)) from None
-    return parse_located(text, file=str(path))
+    """Read and parse ``path``; unreadable or non-UTF-8 files and bad YAML are UserErrors."""
+    return parse_located(yamlsafe.read_text(path), file=str(path))
 
 
 def parse_located(text: str, *, file: str) -> Located:
-    """Parse YAML text (SafeLoader) and index the line of every key path."""
-    loader = _LOADER(text)
-    try:
-        node = loader.get_single_node()
-        lines: dict[str, int] = {}
-        if node is not None:
-            _index(node, "", lines, file)
-        data = None if node is None else loader.construct_document(node)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        problem = getattr(err, "problem", None) or getattr(err, "context", None) or "invalid YAML"
-        where = f"{file}:{mark.line + 1}" if mark is not None else file
-        raise UserError(f"invalid YAML: {_one_line(problem)}", file=where) from None
-    except RecursionError:
-        raise UserError("invalid YAML: nesting too deep", file=file) from None
-    finally:
-        loader.dispose()
+    """Parse YAML text (``scalelab.yamlsafe``: safe, alias-bounded, no duplicate keys) and
+    index the line of every key path."""
+    node = yamlsafe.compose(text, file=file)
+    lines: dict[str, int] = {}
+    if node is not None:
+        _index(node, "", lines)
+    data = None if node is None else yamlsafe.construct(node, file=file)
     return Located(data=data, file=file, lines=lines, text=text)
 
 
-def _index(node: yaml.Node, path: str, lines: dict[str, int], file: str) -> None:
+def _index(node: yaml.Node, path: str, lines: dict[str, int]) -> None:
+    """Key path -> line, walking the graph with aliases expanded (bounded by yamlsafe's
+    node and nesting limits, checked before)."""
     if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
         for key_node, value_node in node.value:
             key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "<complex>"
             sub = f"{path}.{key}" if path else key
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise UserError(
-                    "duplicate key (YAML would silently keep the last one)",
-                    file=f"{file}:{line}",
-                    key=sub,
-                )
-            seen.add(key)
-            lines[sub] = line
-            _index(value_node, sub, lines, file)
+            lines[sub] = key_node.start_mark.line + 1
+            _index(value_node, sub, lines)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             sub = f"{path}[{i}]"
             lines[sub] = item.start_mark.line + 1
-            _index(item, sub, lines, file)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+            _index(item, sub, lines)

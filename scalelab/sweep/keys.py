@@ -31,21 +31,9 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-@functools.cache
 def leaf_keys() -> tuple[str, ...]:
     """Every dotted leaf key of RunConfig, e.g. ('name', 'model.preset', ...)."""
-    out: list[str] = []
-
-    def walk(cls: type, prefix: str) -> None:
-        for f in dataclasses.fields(cls):
-            tp = _hints(cls)[f.name]
-            if dataclasses.is_dataclass(tp):
-                walk(tp, f"{prefix}{f.name}.")
-            else:
-                out.append(f"{prefix}{f.name}")
-
-    walk(RunConfig, "")
-    return tuple(out)
+    return strict.dotted_keys(RunConfig)
 
 
 @functools.cache
