@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from scalelab import strict
+from scalelab.errors import UserError
 
 Precision = Literal["fp32", "bf16-autocast", "bf16-pure"]
 Schedule = Literal["cosine", "wsd", "constant"]
@@ -129,7 +130,17 @@ class TrainConfig:
     init_std: float = 0.02
     """Std of the normal init (output projections scaled by 1/sqrt(2 * n_layers))."""
     loss_ceiling: float | None = None
-    """A train loss above this ends the run as DIVERGED (non-finite always does)."""
+    """A train loss above this (for divergence_patience consecutive steps) ends the run
+    as DIVERGED; non-finite always does at once. An absolute override: when set, it
+    replaces the divergence_factor rule."""
+    divergence_factor: float | None = 10.0
+    """Without loss_ceiling: a train loss above this times the initial loss ln(vocab size)
+    (the uniform predictor's) for divergence_patience consecutive steps ends the run as
+    DIVERGED (None = off). Healthy runs stay below 1.01x; lr 1000 without clipping jumps
+    to 8e4-4e6x, then goes flat at ln(vocab) (scalelab.train.divergence). Must be > 1."""
+    divergence_patience: int = 1
+    """Consecutive steps the train loss must stay above the divergence threshold
+    (divergence_factor or loss_ceiling). The count restarts at a resume."""
     compile: bool = False
     """Wrap the model in torch.compile. Operational."""
     # --- operational (never in the run id) ---
@@ -145,6 +156,12 @@ class TrainConfig:
     """Steps between checkpoints (also on SIGTERM/SIGUSR1 and at the end). Operational."""
     device: str = "auto"
     """'auto' (cuda if present), 'cpu', 'cuda'. Operational."""
+
+    def __post_init__(self) -> None:
+        if self.divergence_factor is not None and not self.divergence_factor > 1:
+            raise ValueError(f"divergence_factor must be > 1 (or null), got {self.divergence_factor}")
+        if self.divergence_patience < 1:
+            raise ValueError(f"divergence_patience must be >= 1, got {self.divergence_patience}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,12 +251,44 @@ OPERATIONAL_KEYS = frozenset(
 
 
 def load_run_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
-    """Read a run YAML (or defaults when ``path`` is None) and apply dotted overrides."""
-    tree = {} if path is None else strict.load_yaml(path) or {}
+    """Read a run YAML (or defaults when ``path`` is None) and apply dotted overrides.
+
+    An empty (or comments-only) file is an error: it trained the defaults silently. An
+    error caused by an override names the override, not the file."""
+    file = str(path) if path is not None else "<overrides>"
+    tree = {} if path is None else strict.load_yaml(path)
+    if tree is None:
+        raise UserError("file is empty (write '{}' to train the defaults)", file=file)
     if isinstance(tree, dict) and "config" in tree and "derived" in tree:
         tree = tree["config"]  # a run directory's resolved config.yaml
-    tree = dict(tree) if isinstance(tree, dict) else tree
+    if not isinstance(tree, dict):
+        raise UserError("expected a mapping of config sections (model, data, optim, train, ...)",
+                        file=file)
+    tree = dict(tree)
+    sources: dict[str, str] = {}
     for item in overrides:
         key, value = strict.parse_override(item)
-        strict.set_dotted(tree, key, value)
-    return strict.build(RunConfig, tree, file=str(path) if path else "<overrides>")
+        source = strict.override_source(item)
+        strict.check_key(RunConfig, key, file=source)
+        strict.set_dotted(tree, key, value, file=source)
+        sources.pop(key, None)  # the last override of a key is the one that counts
+        sources[key] = source
+    try:
+        return strict.build(RunConfig, tree, file=file)
+    except UserError as err:
+        source = _override_of(err.key, sources)
+        if source is None:
+            raise
+        raise UserError(err.detail, file=source, key=err.key) from None
+
+
+def _override_of(key: str | None, sources: dict[str, str]) -> str | None:
+    """The last override that set ``key``, a part of it, or a key inside it (a section's
+    validation error names the section)."""
+    if not key:
+        return None
+    for set_key in reversed(sources):
+        if key == set_key or key.startswith((f"{set_key}.", f"{set_key}[")) or \
+                set_key.startswith(f"{key}."):
+            return sources[set_key]
+    return None

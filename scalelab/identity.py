@@ -21,8 +21,9 @@ HASH_LEN = 8
 # Sections left out of the identity while every field is at its default, so that adding
 # them did not change the ids of runs that do not use them (no relaunch of old sweeps).
 DEFAULT_OMITTED_SECTIONS = ("distill",)
-# Fields added later, left out while None (their default), for the same reason.
-DEFAULT_OMITTED_KEYS = ("data.subset_seed",)
+# Fields added later, left out while at their default, for the same reason (a run of an
+# old sweep keeps its id; a non-default value makes a new one).
+DEFAULT_OMITTED_KEYS = ("data.subset_seed", "train.divergence_factor", "train.divergence_patience")
 
 
 def identity_dict(cfg: RunConfig) -> dict[str, Any]:
@@ -51,6 +52,15 @@ _OMITTED = object()
 _SCALARS = (int, float, bool, str, type(None))
 _JSON_CACHE: dict[tuple, str] = {}
 _PINNED: list[Any] = []
+_KEY_DEFAULTS = {
+    key: strict.to_dict(getattr(RunConfig(), key.partition(".")[0]))[key.partition(".")[2]]
+    for key in DEFAULT_OMITTED_KEYS
+}
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Equal and of the same type (so 1 is not the default True, nor 1.0 the default 1)."""
+    return type(value) is type(default) and value == default
 
 
 def _field_tree(name: str, value: Any) -> Any:
@@ -66,7 +76,8 @@ def _field_tree(name: str, value: Any) -> Any:
             node.pop(leaf, None)
     for key in DEFAULT_OMITTED_KEYS:
         head, _, leaf = key.partition(".")
-        if head == name and isinstance(tree, dict) and tree.get(leaf, 0) is None:
+        if head == name and isinstance(tree, dict) and leaf in tree and \
+                _same(tree[leaf], _KEY_DEFAULTS[key]):
             tree.pop(leaf)
     # Sections added later are left out at their defaults, keeping old ids unchanged.
     if name in DEFAULT_OMITTED_SECTIONS and tree == strict.to_dict(getattr(RunConfig(), name)):

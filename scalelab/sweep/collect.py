@@ -2,9 +2,17 @@
 
 Columns: every axis of plan.parquet, run_id, name, state, N, N_non_embedding, D_unique,
 D_total, epochs, flops, member, final_loss (the last validation eval), best_loss (the
-minimum validation eval), steps_done, wall_time_s, and ``recipe`` when the spec sets
-``extra.recipe`` (as an axis, or in ``base``). All eval files are read by ONE
+minimum validation eval), steps_done, wall_time_s, records_note, and ``recipe`` when the
+spec sets ``extra.recipe`` (as an axis, or in ``base``). All eval files are read by ONE
 multi-threaded polars scan over the sweep; states come from ``status.sweep_states``.
+
+Corrupt record files (issue 9) never stop a collect. Every record file first gets the
+quick check (``train.records_check``: its two ends, about 5 us a file), which keeps junk
+and truncated files out of the scan; ``records_note`` names them. A file that passes it
+yet does not decode (or lacks a column) makes the scan fail: then halves of the file list
+are scanned until the bad files are found (about twice the reads of one scan), they are
+named in ``records_note`` too, and the losses come from the rest. A run whose compacted evals.parquet is unusable gets its
+losses from its part files, when it has any.
 """
 
 from __future__ import annotations
@@ -13,45 +21,34 @@ import os
 from pathlib import Path
 
 import polars as pl
-import yaml
 
+from scalelab import strict
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.sweep.status import sweep_states
+from scalelab.train.record_files import CorruptRecordError, read_record_file
+from scalelab.train.records_check import RecordsCheck, check_records
 
 __all__ = ["RUNS_FILE", "collect"]
 
 RUNS_FILE = "runs.parquet"
 EVAL_SPLIT = "val"
+EVAL_COLUMNS = {"step": pl.Int64, "split": pl.String, "loss": pl.Float64}
+_COMPACTED = "evals.parquet"
 
 
-def _eval_files(sweep_dir: Path, run_dirs: list[str], states: list[str | None]) -> list[str]:
-    """The compacted evals.parquet of each run, plus the part files of unfinished runs
-    (the train loop writes ``evals/part-*.parquet`` at checkpoints, compacts at the end)."""
-    files = []
-    base = str(sweep_dir)
-    for d, state in zip(run_dirs, states):
-        compacted = os.path.join(base, d, "evals.parquet")
-        if os.path.exists(compacted):
-            files.append(compacted)
-        if state not in (None, "COMPLETED", "DIVERGED"):
-            parts = os.path.join(base, d, "evals")
-            if os.path.isdir(parts):
-                files += sorted(os.path.join(parts, f) for f in os.listdir(parts)
-                                if f.startswith("part-") and f.endswith(".parquet"))
-    return files
+def _eval_files(check: RecordsCheck, state: str | None) -> list[str]:
+    """A run's eval files that passed the quick check (names in its directory): the
+    compacted evals.parquet, plus the part files (the train loop writes
+    ``evals/part-*.parquet`` at checkpoints, compacts at the end) of an unfinished run, or
+    of one whose compacted file is missing or corrupt."""
+    finished = state in (None, "COMPLETED", "DIVERGED") and _COMPACTED in check.readable
+    return [n for n in check.readable if n == _COMPACTED or (not finished and n.startswith("evals/"))]
 
 
-def _losses(sweep_dir: Path, run_dirs: list[str], states: list[str | None]) -> pl.DataFrame:
-    """run_dir -> final_loss, best_loss over the runs' val evals."""
-    present = _eval_files(sweep_dir, run_dirs, states)
-    empty = pl.DataFrame(schema={"run_dir": pl.String, "final_loss": pl.Float64, "best_loss": pl.Float64})
-    if not present:
-        return empty
-    evals = (
-        pl.scan_parquet(present, include_file_paths="_path", missing_columns="insert",
-                        extra_columns="ignore", schema={"step": pl.Int64, "split": pl.String,
-                                                        "loss": pl.Float64})
-        .filter(pl.col("split") == EVAL_SPLIT)
+def _aggregate(evals: pl.LazyFrame, sweep_dir: Path) -> pl.DataFrame:
+    """run_dir -> final_loss (the val eval at the last step), best_loss (the minimum)."""
+    return (
+        evals.filter(pl.col("split") == EVAL_SPLIT)
         .with_columns(pl.col("_path").str.slice(len(str(sweep_dir)) + 1)
                       .str.replace(r"/evals(\.parquet|/part-\d+\.parquet)$", "").alias("run_dir"))
         .unique(["run_dir", "step"], keep="last")
@@ -59,24 +56,94 @@ def _losses(sweep_dir: Path, run_dirs: list[str], states: list[str | None]) -> p
         .agg(pl.col("loss").sort_by("step").last().alias("final_loss"), pl.col("loss").min().alias("best_loss"))
         .collect()
     )
-    return evals
+
+
+def _scan(files: list[str]) -> pl.LazyFrame:
+    return pl.scan_parquet(files, include_file_paths="_path", missing_columns="raise",
+                           extra_columns="ignore", schema=EVAL_COLUMNS)
+
+
+# What a scan raises on a file that does not decode (a Rust panic arrives as PanicException).
+_SCAN_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError)
+
+
+def _undecodable(files: list[str], *, failed: bool = False) -> dict[str, str]:
+    """{file: why} for the ``files`` a scan cannot read: a failing scan is split in halves,
+    and each half that fails again, down to single files (for one bad file among n, about
+    2n file reads). ``failed``: a scan of ``files`` has just failed, do not repeat it."""
+    if not failed:
+        try:
+            _scan(files).collect()
+            return {}
+        except _SCAN_ERRORS:
+            pass
+    if len(files) == 1:
+        return {files[0]: _why(files[0])}
+    mid = len(files) // 2
+    return {**_undecodable(files[:mid]), **_undecodable(files[mid:])}
+
+
+def _why(path: str) -> str:
+    try:
+        read_record_file(path, EVAL_COLUMNS)
+    except CorruptRecordError as err:
+        return err.reason
+    return "polars cannot decode it (pyarrow can)"
+
+
+def _losses(sweep_dir: Path, files: list[str]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The losses per run_dir from the eval ``files``, and {file: why} for those that do
+    not decode (looked for only when the one scan fails)."""
+    bad: dict[str, str] = {}
+    if files:
+        try:
+            return _aggregate(_scan(files), sweep_dir), bad
+        except _SCAN_ERRORS:  # a file with intact ends that does not decode, or lacks a column
+            bad = _undecodable(files, failed=True)
+            files = [f for f in files if f not in bad]
+    if not files:
+        empty = pl.DataFrame(schema={"run_dir": pl.String, "final_loss": pl.Float64, "best_loss": pl.Float64})
+        return empty, bad
+    return _aggregate(_scan(files), sweep_dir), bad
+
+
+def _runs_losses(sweep_dir: Path, run_dirs: list[str], states: list[str | None]
+                 ) -> tuple[pl.DataFrame, list[str | None]]:
+    """The losses per run_dir, and each run's ``records_note``."""
+    base = str(sweep_dir)
+    checks = [check_records(os.path.join(base, d)) for d in run_dirs]
+    owner = {os.path.join(base, d, name): i
+             for i, (d, check, state) in enumerate(zip(run_dirs, checks, states))
+             for name in _eval_files(check, state)}
+    losses, bad = _losses(sweep_dir, list(owner))
+    for path, why in bad.items():
+        i = owner[path]
+        name = os.path.relpath(path, os.path.join(base, run_dirs[i]))
+        checks[i] = RecordsCheck(tuple(n for n in checks[i].readable if n != name),
+                                 (*checks[i].corrupt, (name, why)), checks[i].set_aside)
+    return losses, [c.note for c in checks]
 
 
 def _base_recipe(sweep_dir: Path) -> str | None:
+    """``base.extra.recipe`` of the sweep's spec.yaml copy (read through scalelab.yamlsafe:
+    a damaged or hostile copy is a one-line UserError, never an alias expansion)."""
     spec = sweep_dir / "spec.yaml"
     if not spec.exists():
         return None
-    tree = yaml.safe_load(spec.read_text()) or {}
-    recipe = ((tree.get("base") or {}).get("extra") or {}).get("recipe")
+    tree = strict.load_yaml(spec)
+    base = tree.get("base") if isinstance(tree, dict) else None
+    extra = base.get("extra") if isinstance(base, dict) else None
+    recipe = extra.get("recipe") if isinstance(extra, dict) else None
     return None if recipe is None else str(recipe)
 
 
 def collect(sweep_dir: str | Path) -> pl.DataFrame:
     """The runs table of a sweep; also written atomically to ``<sweep>/runs.parquet``."""
     sweep_dir = Path(sweep_dir).resolve()
-    frame = sweep_states(sweep_dir)
-    frame = frame.join(_losses(sweep_dir, frame["run_dir"].to_list(), frame["state"].to_list()),
-                                                on="run_dir", how="left")
+    frame = sweep_states(sweep_dir, records=False)
+    losses, notes = _runs_losses(sweep_dir, frame["run_dir"].to_list(), frame["state"].to_list())
+    frame = frame.with_columns(pl.Series("records_note", notes, dtype=pl.String))
+    frame = frame.join(losses, on="run_dir", how="left")
     if "extra.recipe" in frame.columns:
         frame = frame.with_columns(pl.col("extra.recipe").cast(pl.String).alias("recipe"))
     elif (recipe := _base_recipe(sweep_dir)) is not None:

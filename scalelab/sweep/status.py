@@ -4,7 +4,9 @@ Rows are model size N, columns are unique tokens D (or epochs when D does not va
 and one panel per combination of the other axes (optimizer, lr, wd, ...). A cell holds
 one glyph per run (seeds, members): green check = COMPLETED, blue arrow = RUNNING, and so
 on (``GLYPHS``). States come from ``observe``: status.json, claims and ONE scheduler
-poll for the whole sweep.
+poll for the whole sweep. A run with a corrupt record file (junk or truncated parquet), or
+one an earlier attempt set aside, gets a red ``!`` beside its glyph, and a line under the
+grid naming the file (``train.records_check``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from rich.text import Text
 
 from scalelab.sweep.launch import read_plan
 from scalelab.sweep.observe import observe
+from scalelab.train.records_check import check_records
 
-__all__ = ["GLYPHS", "grid_axes", "render_status", "summary", "sweep_states"]
+__all__ = ["GLYPHS", "RECORDS_MARK", "grid_axes", "render_status", "summary", "sweep_states"]
 
 GLYPHS: dict[str | None, tuple[str, str]] = {
     "COMPLETED": ("✔", "green"),
@@ -35,19 +38,25 @@ GLYPHS: dict[str | None, tuple[str, str]] = {
     None: ("○", "dim"),
 }
 """State -> (glyph, rich style). None = not started."""
+RECORDS_MARK = ("!", "bold red")
+"""Beside a run's glyph: its ``records_note`` says a record file is corrupt or was set aside."""
+_NOTES_SHOWN = 20
 
 _NOT_AXES = {"run_id", "name", "run_dir", "member", "N", "N_non_embedding", "D_unique", "D_total",
              "epochs", "steps", "flops", "gpu_hours", "seed", "state", "note", "job_id", "attempts",
-             "steps_done", "wall_time_s"}
+             "steps_done", "wall_time_s", "records_note"}
 
 
-def sweep_states(sweep_dir: str | Path) -> pl.DataFrame:
+def sweep_states(sweep_dir: str | Path, *, records: bool = True) -> pl.DataFrame:
     """plan.parquet plus, per run, its effective ``state``, ``note``, ``job_id``, ``attempts``,
-    ``steps_done`` and ``wall_time_s``."""
+    ``steps_done``, ``wall_time_s`` and ``records_note`` (corrupt or set-aside record
+    files, None when there are none or ``records`` is False: ``collect`` looks itself)."""
     sweep_dir = Path(sweep_dir)
     plan = read_plan(sweep_dir)
     base = str(sweep_dir)
-    views = observe(os.path.join(base, d) for d in plan["run_dir"])
+    run_dirs = [os.path.join(base, d) for d in plan["run_dir"]]
+    views = observe(run_dirs)
+    notes = [check_records(d).note for d in run_dirs] if records else [None] * len(run_dirs)
     return plan.with_columns(
         pl.Series("state", [v.state for v in views], dtype=pl.String),
         pl.Series("note", [v.note for v in views], dtype=pl.String),
@@ -55,6 +64,7 @@ def sweep_states(sweep_dir: str | Path) -> pl.DataFrame:
         pl.Series("attempts", [int((v.status or {}).get("attempts", 0)) for v in views], dtype=pl.Int64),
         pl.Series("steps_done", [(v.status or {}).get("steps_done") for v in views], dtype=pl.Int64),
         pl.Series("wall_time_s", [(v.status or {}).get("wall_time_s") for v in views], dtype=pl.Float64),
+        pl.Series("records_note", notes, dtype=pl.String),
     )
 
 
@@ -94,11 +104,15 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _cell(states: list) -> Text:
+def _cell(runs: list[tuple[str | None, bool]]) -> Text:
+    """One glyph per (state, flagged) run, then a ``RECORDS_MARK`` per flagged run."""
     text = Text()
-    for state, run in itertools.groupby(states):
+    for state, run in itertools.groupby(s for s, _ in runs):
         glyph, style = GLYPHS.get(state, ("?", "white"))
         text.append(glyph * len(list(run)), style=style)
+    flagged = sum(f for _, f in runs)
+    if flagged:
+        text.append(RECORDS_MARK[0] * flagged, style=RECORDS_MARK[1])
     return text
 
 
@@ -121,9 +135,10 @@ def render_status(frame: pl.DataFrame, title: str = "") -> Group:
         table.add_column(_fmt(c) if c is not None else "runs", justify="center")
     cells: dict[tuple, list] = {}
     keys = zip(*(frame[k] for k in facets)) if facets else itertools.repeat(())
-    for key, r, c, s in zip(keys, frame[row] if row else itertools.repeat(None),
-                            frame[col] if col else itertools.repeat(None), frame["state"]):
-        cells.setdefault((key, r, c), []).append(s)
+    notes = frame["records_note"] if "records_note" in frame.columns else itertools.repeat(None)
+    for key, r, c, s, n in zip(keys, frame[row] if row else itertools.repeat(None),
+                               frame[col] if col else itertools.repeat(None), frame["state"], notes):
+        cells.setdefault((key, r, c), []).append((s, n is not None))
     for i, key in enumerate(sorted({k for k, _, _ in cells}, key=_sort_key)):
         if i:
             table.add_section()
@@ -133,7 +148,21 @@ def render_status(frame: pl.DataFrame, title: str = "") -> Group:
                           *(_cell(cells.get((key, r, c), [])) for c in cols))
     legend = Text("  ".join(f"{g} {s.lower() if s else 'not started'}" for s, (g, _) in GLYPHS.items()),
                   style="dim")
-    return Group(summary(frame, title), table, legend)
+    legend.append(f"  {RECORDS_MARK[0]} corrupt record file (below)", style="dim")
+    return Group(summary(frame, title), table, legend, *_record_notes(frame))
+
+
+def _record_notes(frame: pl.DataFrame) -> list[Text]:
+    """One line per run whose ``records_note`` is set (the first ``_NOTES_SHOWN``)."""
+    if "records_note" not in frame.columns:
+        return []
+    flagged = frame.filter(pl.col("records_note").is_not_null()).select("run_dir", "records_note")
+    lines = [Text(f"{RECORDS_MARK[0]} {d}: {n}", style=RECORDS_MARK[1])
+             for d, n in flagged.head(_NOTES_SHOWN).iter_rows()]
+    if flagged.height > _NOTES_SHOWN:
+        lines.append(Text(f"{RECORDS_MARK[0]} ... and {flagged.height - _NOTES_SHOWN} more runs "
+                          "(records_note in scalelab collect's runs.parquet)", style=RECORDS_MARK[1]))
+    return lines
 
 
 def summary(frame: pl.DataFrame, title: str = "") -> Text:
@@ -143,4 +172,7 @@ def summary(frame: pl.DataFrame, title: str = "") -> Text:
     for state, n in counts.iter_rows():
         glyph, style = GLYPHS.get(state, ("?", "white"))
         text.append(f"{glyph} {n} {state.lower() if state else 'not started'}  ", style=style)
+    flagged = frame["records_note"].is_not_null().sum() if "records_note" in frame.columns else 0
+    if flagged:
+        text.append(f"{RECORDS_MARK[0]} {flagged} with corrupt record files", style=RECORDS_MARK[1])
     return text

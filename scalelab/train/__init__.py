@@ -6,7 +6,9 @@
 
 Pieces, one concept per module: ``optimizers`` (name -> builder registry), ``schedules``
 (pure lr multipliers), ``step`` (forward/backward, eval), ``records`` (tidy parquet),
-``checkpoint`` (atomic, resumable), ``norms`` (per-layer norm records), ``distributed``
+``record_files`` / ``record_gaps`` / ``records_check`` (corrupt record files: detection,
+lost steps, the quick look of status and collect), ``divergence`` (the pure DIVERGED
+rule), ``checkpoint`` (atomic, resumable), ``norms`` (per-layer norm records), ``distributed``
 (torchrun/srun detection, DDP sharding), ``precision``, ``seeds``, ``signals``, ``meta``,
 ``tracker`` (optional wandb).
 """

@@ -9,7 +9,8 @@ Per step: lr from the schedule -> forward/backward over micro-batches (DDP syncs
 last) -> one all-reduce of (loss, preempt flag) -> divergence check -> grad clipping ->
 optimizer step -> records. Evals every ``eval_every`` and at the last step; norms every
 ``norms_every``; checkpoints every ``checkpoint_every``, on SIGTERM/SIGUSR1 and at the end.
-Exit states: COMPLETED, DIVERGED (non-finite loss or loss > ``loss_ceiling``), PREEMPTED
+Exit states: COMPLETED, DIVERGED (non-finite loss, or loss above ``divergence_factor`` x
+ln(vocab) or ``loss_ceiling``: ``scalelab.train.divergence``), PREEMPTED
 (signal; resumable), FAILED (exception; status.json holds the error, the exception
 propagates).
 """
@@ -40,6 +41,7 @@ from scalelab.store.atomic import write_json_atomic, write_yaml_atomic
 from scalelab.store.status import State, read_status, update_status
 from scalelab.train import checkpoint as ckpt
 from scalelab.train import distributed as dst
+from scalelab.train.divergence import DivergenceMonitor, DivergenceRule
 from scalelab.train.meta import collect_meta
 from scalelab.train.norms import NormRecorder
 from scalelab.train.optimizers import build_optimizer
@@ -144,7 +146,7 @@ class _Run:
 
             self.loss_fn = build_kd_loss(cfg, run_dir, device)
         self.autocast = autocast_context(tc.precision, device)
-        self.records = Records(run_dir, self.run_id, enabled=env.is_main)
+        self.records = Records(run_dir, self.run_id, enabled=env.is_main, log=self._log)
         self.norms = NormRecorder(self.model, self.records) if tc.norms_every > 0 else None
         self._val: list | None = None
         self.elapsed_before = 0.0
@@ -196,9 +198,11 @@ class _Run:
             raise
 
     def _resume(self) -> int:
-        state = ckpt.load_checkpoint(self.run_dir)
+        # The newest intact checkpoint; corrupt newer ones are reported in one line and set
+        # aside (by rank 0 only); the records are truncated back to the step resumed from.
+        state = ckpt.load_checkpoint(self.run_dir, log=self._log, set_aside=self.env.is_main)
         if state is None:
-            self.records.truncate(-1)  # rows of an attempt that died before its 1st checkpoint
+            self.records.truncate(-1)  # rows of an attempt with no (intact) checkpoint
             return 0
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -221,6 +225,9 @@ class _Run:
                 self.norms.weights(0)
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = tc.grad_clip if tc.grad_clip is not None else math.inf
+        monitor = DivergenceMonitor(DivergenceRule.of(
+            vocab_size=self.dataset.vocab_size, factor=tc.divergence_factor,
+            patience=tc.divergence_patience, ceiling=tc.loss_ceiling))
         prev = time.perf_counter()
         for i in range(start, T):
             step = i + 1
@@ -241,12 +248,10 @@ class _Run:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
             row = dict(step=step, tokens=step * tokens_per_step, epoch=self.stream.epoch_at(step),
                        lr=opt.param_groups[0]["lr"], train_loss=train_loss, grad_norm=grad_norm)
-            ceiling = tc.loss_ceiling
-            if not math.isfinite(train_loss) or (ceiling is not None and train_loss > ceiling):
+            diverged = monitor.update(step, train_loss)  # same on every rank: loss all-reduced
+            if diverged:
                 self.records.add("metrics", **row, step_time_s=time.perf_counter() - prev)
-                why = "non-finite" if not math.isfinite(train_loss) else f"above {ceiling}"
-                return self._end(State.DIVERGED, step, error=f"train loss {train_loss} {why} "
-                                                              f"at step {step}")
+                return self._end(State.DIVERGED, step, error=diverged)
             norm_step = self.norms is not None and (step % tc.norms_every == 0 or step == T)
             if norm_step:
                 self.norms.grads(step)

@@ -10,20 +10,46 @@ At the end, ``compact`` writes the single ``<table>.parquet`` and removes the pa
 Every table has a fixed schema (below), the same for every run and optimizer, so
 ``pl.scan_parquet("runs/*/metrics.parquet")`` reads a whole sweep in one call.
 ``run_id`` is the 8-character short id (``identity.short_id``).
+
+A corrupt record file (junk, truncated, wrong schema: ``record_files``) makes
+``read_table`` raise a one-line ``CorruptRecordError``. A resuming run (``truncate``)
+and the final ``compact`` instead set it aside (renamed, never deleted), report it in one
+line, go on from the readable files, and report in one more line the steps whose rows only
+the corrupt file held (``record_gaps``): they stay missing, never re-created.
+``records_check.check_records`` is the cheap look that ``scalelab status`` and ``collect``
+take at a run directory.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.train.record_files import (
+    SET_ASIDE_MARK,
+    CorruptRecordError,
+    read_record_file,
+    set_aside,
+)
+from scalelab.train.record_gaps import lost_steps
 
-__all__ = ["EVALS_SCHEMA", "KEYS", "METRICS_SCHEMA", "NORMS_SCHEMA", "SCHEMAS", "Records", "read_table"]
+__all__ = [
+    "EVALS_SCHEMA",
+    "KEYS",
+    "METRICS_SCHEMA",
+    "NORMS_SCHEMA",
+    "SCHEMAS",
+    "CorruptRecordError",
+    "Records",
+    "part_step",
+    "read_table",
+]
 
 METRICS_SCHEMA = {
     "run_id": pl.String,
@@ -62,6 +88,12 @@ KEYS = {
 _PART_RE = re.compile(r"^part-(\d{9})\.parquet$")
 
 
+def part_step(name: str) -> int | None:
+    """The step of a part file's name (``part-000000042.parquet`` -> 42), else None."""
+    m = _PART_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
 def _parts(run_dir: Path, table: str) -> list[Path]:
     folder = run_dir / table
     if not folder.is_dir():
@@ -69,27 +101,42 @@ def _parts(run_dir: Path, table: str) -> list[Path]:
     return sorted(p for p in folder.iterdir() if _PART_RE.match(p.name))
 
 
-def read_table(run_dir: str | Path, table: str) -> pl.DataFrame:
-    """The rows of ``table`` on disk (compacted file and/or parts), sorted, typed."""
-    run_dir = Path(run_dir)
-    frames = [pl.read_parquet(p) for p in _parts(run_dir, table)]
+def _files(run_dir: Path, table: str) -> list[Path]:
+    """The compacted file (first, when present), then the parts in step order."""
     compact = run_dir / f"{table}.parquet"
-    if compact.is_file():
-        frames.insert(0, pl.read_parquet(compact))
+    return ([compact] if compact.is_file() else []) + _parts(run_dir, table)
+
+
+def _merge(table: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """One table from its files' rows (compacted first): each row once, sorted by step."""
     if not frames:
         return pl.DataFrame(schema=SCHEMAS[table])
-    out = pl.concat([f.cast(SCHEMAS[table]) for f in frames], how="vertical")
+    out = pl.concat(frames, how="vertical")
     out = out.unique(subset=KEYS[table], keep="last", maintain_order=True)
     return out.sort("step", maintain_order=True)
 
 
-class Records:
-    """The in-memory buffer of one run's rows. Only rank 0 writes (``enabled``)."""
+def read_table(run_dir: str | Path, table: str) -> pl.DataFrame:
+    """The rows of ``table`` on disk (compacted file and/or parts), sorted, typed.
+    Raises ``CorruptRecordError`` (one line naming the file) when a file is corrupt."""
+    run_dir = Path(run_dir)
+    return _merge(table, [read_record_file(p, SCHEMAS[table]) for p in _files(run_dir, table)])
 
-    def __init__(self, run_dir: str | Path, run_id: str, *, enabled: bool = True):
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Records:
+    """The in-memory buffer of one run's rows. Only rank 0 writes (``enabled``); ``log``
+    takes the one-line reports of corrupt files."""
+
+    def __init__(self, run_dir: str | Path, run_id: str, *, enabled: bool = True,
+                 log: Callable[[str], None] = _stderr):
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.enabled = enabled
+        self.log = log
         self.flushed_step = 0
         self._rows: dict[str, list[dict[str, Any]]] = {t: [] for t in SCHEMAS}
 
@@ -117,19 +164,15 @@ class Records:
                 rows.clear()
 
     def truncate(self, step: int) -> None:
-        """On resume from the checkpoint of ``step``: drop every row on disk beyond it."""
+        """On resume from the checkpoint of ``step``: drop every row on disk beyond it
+        (corrupt files are set aside first: ``_load``)."""
         self.flushed_step = step
         for rows in self._rows.values():
             rows.clear()
         if not self.enabled:
             return
         for table in SCHEMAS:
-            paths = _parts(self.run_dir, table)
-            compact = self.run_dir / f"{table}.parquet"
-            if compact.is_file():
-                paths.append(compact)
-            for path in paths:
-                frame = pl.read_parquet(path)
+            for path, frame in self._load(table, upto=step):
                 kept = frame.filter(pl.col("step") <= step)
                 if kept.height == 0:
                     path.unlink()
@@ -137,10 +180,42 @@ class Records:
                     write_parquet_atomic(path, kept)
 
     def compact(self) -> None:
-        """Write ``<table>.parquet`` from the parts (and any earlier compaction); drop parts."""
+        """Write ``<table>.parquet`` from the parts (and any earlier compaction); drop the
+        parts (files set aside stay, and with them their folder)."""
         if not self.enabled:
             return
         for table in SCHEMAS:
-            frame = read_table(self.run_dir, table)
+            frame = _merge(table, [f for _, f in self._load(table, upto=self.flushed_step)])
             write_parquet_atomic(self.run_dir / f"{table}.parquet", frame)
-            shutil.rmtree(self.run_dir / table, ignore_errors=True)
+            folder = self.run_dir / table
+            if folder.is_dir():
+                for child in folder.iterdir():
+                    if child.is_file() and SET_ASIDE_MARK not in child.name:
+                        child.unlink()  # the parts, and temporaries of killed writes
+                if not any(folder.iterdir()):
+                    folder.rmdir()
+
+    def _load(self, table: str, upto: int) -> list[tuple[Path, pl.DataFrame]]:
+        """Each readable file of ``table`` with its rows. A corrupt one is set aside and
+        reported in one line; then one more line names the steps in ``[0, upto]`` that no
+        readable file accounts for: rows lost with the corrupt files."""
+        loaded, compact_last, corrupt = [], None, False
+        paths = _files(self.run_dir, table)
+        for path in paths:
+            try:
+                frame = read_record_file(path, SCHEMAS[table])
+            except CorruptRecordError as err:
+                moved = set_aside(path)
+                self.log(f"{err}: set aside as {moved.name}; going on from the readable files")
+                corrupt = True
+                continue
+            loaded.append((path, frame))
+            if path.name == f"{table}.parquet" and frame.height:
+                compact_last = int(frame["step"].max())
+        if corrupt and upto >= 0:
+            parts = [s for p in paths if (s := part_step(p.name)) is not None]
+            readable = {s for p, _ in loaded if (s := part_step(p.name)) is not None}
+            if lost := lost_steps(compact_last, parts, readable, upto):
+                self.log(f"{table}: the rows of steps {lost} were only in the corrupt "
+                         f"file(s): they stay missing (not re-created)")
+        return loaded

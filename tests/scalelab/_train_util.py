@@ -17,14 +17,35 @@ from scalelab.data import write_token_dir
 REPO = Path(__file__).resolve().parents[2]
 
 
-def make_token_dir(path: Path) -> Path:
-    """~300k byte tokens of this repository's Python sources (deterministic, real text)."""
-    files = sorted((REPO / "scalelab").rglob("*.py")) + sorted((REPO / "optim").rglob("*.py"))
-    data = b"".join(f.read_bytes() for f in files)[:300_000]
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "model loss data token train step scale law compute epoch weight decay rate batch layer norm "
+    "def return self import class for while yield lambda none true false value key list dict"
+).split()
+
+
+def make_token_dir(path: Path, n_bytes: int = 300_000) -> Path:
+    """``n_bytes`` byte tokens of word-like text, the same on every machine and checkout.
+
+    Zipf-distributed words from a fixed list, in lines of 4-16 words, drawn by numpy's
+    legacy ``RandomState(0)`` (its stream is frozen across numpy releases). Tests that
+    compare two runs at a fixed tolerance must not train on files that change with the code.
+    """
+    rng = np.random.RandomState(0)
+    ranks = np.arange(1, len(_WORDS) + 1, dtype=np.float64)
+    p = (1.0 / ranks) / (1.0 / ranks).sum()
+    lines, size = [], 0
+    while size < n_bytes:
+        words = rng.choice(len(_WORDS), size=rng.randint(4, 17), p=p)
+        line = " ".join(_WORDS[w] for w in words) + "\n"
+        lines.append(line)
+        size += len(line)
+    data = "".join(lines).encode()[:n_bytes]
     tokens = np.frombuffer(data, dtype=np.uint8).astype(np.uint16)
     return write_token_dir(
         path, tokens, vocab_size=256, tokenizer_id="bytes-v1", eos_id=None,
-        n_documents=len(files), sources=["repo-sources"],
+        n_documents=len(lines), sources=["synthetic-words"],
     )
 
 

@@ -72,7 +72,7 @@ def test_crash_is_failed_not_diverged(data, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["model.preset=cpu-50k", "train.bach_size=4"], "did you mean 'batch_size'"),
+        (["model.preset=cpu-50k", "train.bach_size=4"], "did you mean 'train.batch_size'"),
         (["train.batch_size=four"], "train.batch_size"),
         (["train.batch_size=4", "train.micro_batch_size=3"], "train.micro_batch_size"),
         (["optim.name=adamx"], "did you mean 'adamw'"),
