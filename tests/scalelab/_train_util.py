@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _waits import CEILING_S
 
 from scalelab.config import RunConfig, load_run_config
 from scalelab.data import write_token_dir
@@ -162,7 +163,7 @@ def ddp_worker(rank: int, world: int, port: int, overrides: list[str], run_dir: 
     sys.exit(0 if state.value == "COMPLETED" else 1)
 
 
-def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = 240) -> None:
+def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = CEILING_S) -> None:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")

@@ -11,19 +11,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from _waits import CEILING_S
 
 from scalelab import strict, yamlsafe
 from scalelab.errors import UserError
 from scalelab.sweep.collect import _base_recipe
 
 REPO = Path(__file__).resolve().parents[2]
-CEILING_S = 60.0
-"""Generous: the bomb must be refused before expansion, not on a fast machine."""
 
 
 def _bomb(levels: int = 8, width: int = 9, indent: str = "") -> str:
@@ -43,12 +41,12 @@ def _flow_bomb(levels: int = 8, width: int = 9) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def cli(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+def cli(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, None]:
+    """The real CLI in a subprocess (a hang, e.g. an alias bomb expanded, hits CEILING_S)."""
     env = {**os.environ, "SCALELAB_ROOT": str(tmp_path / "root"), "OMP_NUM_THREADS": "1"}
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "scalelab", *map(str, args)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=CEILING_S * 3, check=False)
-    return proc, time.perf_counter() - t0
+                          capture_output=True, text=True, timeout=CEILING_S, check=False)
+    return proc, None
 
 
 def assert_one_line(proc: subprocess.CompletedProcess, *needles: str, code: int = 2) -> str:
@@ -77,37 +75,31 @@ GOOD = "name: good\nmodel: {preset: cpu-50k}\n"
 
 def test_alias_bomb_train(tmp_path):
     cfg = write(tmp_path / "bomb.yaml", "extra:\n" + _bomb(indent="  "))
-    proc, took = cli(tmp_path, "train", cfg)
+    proc, _ = cli(tmp_path, "train", cfg)
     assert_one_line(proc, str(cfg), "refused", "nodes with aliases expanded")
-    assert took < CEILING_S
 
 
 def test_alias_bomb_sweep_dry_run(tmp_path):
     spec = write(tmp_path / "bomb.yaml", "name: bomb\nbase:\n  extra:\n" + _bomb(indent="    "))
-    proc, took = cli(tmp_path, "sweep", spec, "--dry-run")
+    proc, _ = cli(tmp_path, "sweep", spec, "--dry-run")
     assert_one_line(proc, f"{spec}:", "base.extra.l", "refused")
-    assert took < CEILING_S
 
 
 def test_alias_bomb_override(tmp_path):
     cfg = write(tmp_path / "good.yaml", GOOD)
-    proc, took = cli(tmp_path, "train", cfg, f"extra.x={_flow_bomb()}")
+    proc, _ = cli(tmp_path, "train", cfg, f"extra.x={_flow_bomb()}")
     assert_one_line(proc, "override 'extra.x=", "refused")
-    assert took < CEILING_S
 
 
 def test_alias_bomb_collect_base_recipe(tmp_path):
     write(tmp_path / "spec.yaml", "name: bomb\nbase:\n  extra:\n    recipe: r\n" + _bomb(indent="    "))
-    t0 = time.perf_counter()
     with pytest.raises(UserError, match="refused") as err:
         _base_recipe(tmp_path)
-    assert time.perf_counter() - t0 < CEILING_S
     assert "spec.yaml" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_alias_bomb_function_level_readers(tmp_path):
     bomb = write(tmp_path / "b.yaml", _bomb())
-    t0 = time.perf_counter()
     with pytest.raises(UserError, match="refused"):
         strict.load_yaml(bomb)
     with pytest.raises(UserError, match="refused"):
@@ -116,7 +108,6 @@ def test_alias_bomb_function_level_readers(tmp_path):
 
     with pytest.raises(UserError, match="refused"):
         parse_located(_bomb(), file="b.yaml")
-    assert time.perf_counter() - t0 < CEILING_S
 
 
 def test_alias_limits_and_legit_aliases():

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from _train_util import cli_env, make_token_dir, tiny_cfg, write_cfg_yaml
+from _waits import CEILING_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))
 from lifecycle_helpers import cli
@@ -179,7 +180,7 @@ def preempted(tmp_path_factory):
 def _relaunch(cfg_yaml: Path, run_dir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "scalelab", "train", str(cfg_yaml), "--run-dir", str(run_dir)],
-        env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
+        env=cli_env(), capture_output=True, text=True, timeout=CEILING_S, check=False,
     )
 
 

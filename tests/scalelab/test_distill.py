@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _waits import CEILING_S
 
 from scalelab import strict
 from scalelab.config import DataConfig, ModelConfig, RunConfig
@@ -280,7 +281,7 @@ def test_kd_student_cli_exits_2_in_one_line_on_a_code_running_teacher(tmp_path, 
     cfg_yaml.write_text(yaml.safe_dump(strict.to_dict(student), sort_keys=False))
     proc = subprocess.run(
         [sys.executable, "-m", "scalelab", "train", str(cfg_yaml), "--run-dir", str(tmp_path / "kd")],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True, text=True, timeout=CEILING_S, check=False,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr

@@ -12,6 +12,7 @@ import sys
 import polars as pl
 import pytest
 from _train_util import cli_env, make_token_dir, tiny_cfg, write_cfg_yaml
+from _waits import CEILING_S
 
 from scalelab.config import RunConfig, load_run_config
 from scalelab.errors import EXIT_DIVERGED, UserError
@@ -102,7 +103,7 @@ def test_lr_1000_without_clipping_diverges_through_the_cli(data, tmp_path):
     run_dir = tmp_path / "blowup"
     proc = subprocess.run(
         [sys.executable, "-m", "scalelab", "train", str(cfg_yaml), "--run-dir", str(run_dir)],
-        env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
+        env=cli_env(), capture_output=True, text=True, timeout=CEILING_S, check=False,
     )
     assert proc.returncode == EXIT_DIVERGED, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr

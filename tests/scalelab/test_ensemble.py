@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _waits import CEILING_S
 
 from scalelab.ensemble.combine import PrefixEnsemble, ensemble_log_probs, ensemble_nll
 
@@ -211,7 +212,7 @@ def test_ensemble_cli_exits_2_with_one_line_on_a_code_running_member(tmp_path):
     marker = tmp_path / "code-ran"
     state_file = _make_malicious(run_dirs[1], marker)
     proc = subprocess.run([sys.executable, "-m", "scalelab", "ensemble", str(tmp_path), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=CEILING_S, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]

@@ -23,6 +23,7 @@ from _train_util import (
     write_cfg_yaml,
     write_malicious_checkpoint,
 )
+from _waits import CEILING_S, wait_until
 
 from scalelab.errors import EXIT_PREEMPTED
 from scalelab.identity import short_id
@@ -49,26 +50,19 @@ def setup(tmp_path_factory, data):
     return cfg, write_cfg_yaml(root / "cfg.yaml", cfg), ref
 
 
-def _wait_for_checkpoint(run_dir, at_least: int, proc, timeout: float = 120.0) -> int:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
+def _wait_for_checkpoint(run_dir, at_least: int, proc) -> int:
+    """The newest checkpoint step once it is >= ``at_least`` (the trainer must still be alive)."""
+    def reached():
         step = ckpt.latest_step(run_dir)
-        if step is not None and step >= at_least:
-            return step
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.005)
-    raise AssertionError("no checkpoint appeared")
+        return step if step is not None and step >= at_least else None
+
+    return wait_until(reached, f"a checkpoint at step >= {at_least}", alive=lambda: proc.poll() is None,
+                      every=0.005)
 
 
-def _wait_for_file(path, proc, timeout: float = 300.0) -> None:
-    """Wait for ``path`` to appear (a state, not a duration: the ceiling is generous)."""
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if path.exists():
-            return
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.01)
-    raise AssertionError(f"{path} never appeared")
+def _wait_for_file(path, proc) -> None:
+    """Wait for ``path`` to appear (a state, not a duration), while the trainer lives."""
+    wait_until(path.exists, str(path), alive=lambda: proc.poll() is None, every=0.01)
 
 
 def _assert_same_as_reference(run_dir, ref):
@@ -100,7 +94,7 @@ def test_kill_9_at_a_random_step_then_relaunch(setup, tmp_path):
     killed_at = ckpt.latest_step(run_dir)
     assert seen <= killed_at < STEPS
     again = popen_train(cfg_yaml, run_dir)
-    out, _ = again.communicate(timeout=300)
+    out, _ = again.communicate(timeout=CEILING_S)
     assert again.returncode == 0, out
     assert f"resumed from checkpoint at step {killed_at}" in out
     assert read_status(run_dir)["attempts"] == 2
@@ -121,7 +115,7 @@ def test_kill_9_inside_a_checkpoint_write_and_a_corrupt_newest_checkpoint(setup,
         (tmp,) = root.glob(".tmp-step-000000012-*")  # mid-write: part of state.pt, no manifest
         assert (tmp / "state.pt").stat().st_size > 0 and not (tmp / "manifest.json").exists()
         proc.kill()  # SIGKILL inside save_checkpoint
-        proc.wait(timeout=60)
+        proc.wait(timeout=CEILING_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -132,7 +126,7 @@ def test_kill_9_inside_a_checkpoint_write_and_a_corrupt_newest_checkpoint(setup,
     with open(newest, "r+b") as fh:
         fh.truncate(1000)
     again = popen_train(cfg_yaml, run_dir)
-    out, _ = again.communicate(timeout=300)
+    out, _ = again.communicate(timeout=CEILING_S)
     assert again.returncode == 0, out
     assert "Traceback" not in out
     said = [line for line in out.splitlines() if "corrupt" in line]
@@ -155,7 +149,7 @@ def test_code_running_pickle_in_a_checkpoint_is_refused_in_one_line(data, tmp_pa
     run_dir, marker = tmp_path / "run", tmp_path / "code-ran"
     write_malicious_checkpoint(run_dir, 4, marker)
     proc = popen_train(cfg_yaml, run_dir)
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert not marker.exists()
     assert "Traceback" not in out
     said = [line for line in out.splitlines() if "step-000000004" in line]
@@ -176,7 +170,7 @@ def test_sigterm_checkpoints_exits_preempted_and_resumes(setup, tmp_path):
     proc = popen_train(cfg_yaml, run_dir)
     _wait_for_checkpoint(run_dir, 4, proc)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=CEILING_S)
     assert proc.returncode == EXIT_PREEMPTED, out
     status = read_status(run_dir)
     assert status["state"] == "PREEMPTED"
