@@ -18,6 +18,7 @@ propagates).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import random
 import time
@@ -67,6 +68,7 @@ def train(cfg: RunConfig, run_dir: str | Path) -> State:
     device = dst.pick_device(cfg.train.device, env)
     owns_group = env.distributed and not dist.is_initialized()
     dst.setup(env, device)
+    run = None
     try:
         try:
             run = _Run(cfg, run_dir, env, device)
@@ -78,6 +80,10 @@ def train(cfg: RunConfig, run_dir: str | Path) -> State:
             raise
         return run.execute()
     finally:
+        # Free the run first: a DDP reducer still alive when its gloo group is destroyed can
+        # deadlock in ~ProcessGroupGloo when it is freed later (seen at process exit).
+        run = None
+        gc.collect()
         if owns_group:
             dst.teardown()
 

@@ -17,7 +17,7 @@ import tempfile
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from _ranks import run_ranks
 from torch import nn
 
 import optim
@@ -131,6 +131,7 @@ def _ddp_worker(rank, world, init_file, out):
         sr.step()
     res["sr_params"] = [p.detach().clone(), q.detach().clone()]
     torch.save(res, f"{out}.{rank}")
+    del ddp  # its reducer holds the group: destroying the group under it can hang at exit
     dist.destroy_process_group()
 
 
@@ -185,8 +186,7 @@ def _fsdp_worker(rank, world, init_file, out, ckpt):
 def _spawn(worker, *extra):
     with tempfile.TemporaryDirectory() as tmp:
         init_file, out = os.path.join(tmp, "init"), os.path.join(tmp, "res")
-        mp.start_processes(worker, args=(2, init_file, out, *[os.path.join(tmp, e) for e in extra]),
-                           nprocs=2, join=True, start_method="fork")
+        run_ranks(worker, (2, init_file, out, *[os.path.join(tmp, e) for e in extra]))
         return [torch.load(f"{out}.{r}", weights_only=False) for r in range(2)]
 
 

@@ -7,7 +7,7 @@ import tempfile
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from _ranks import run_ranks
 
 import optim
 from optim.lmo import BiasRMS, ColNorm, RowNorm, Sign, Spectral
@@ -113,7 +113,7 @@ def _worker(rank, world, init_file, out_file):
 def test_scion_and_sr_adamw_ddp_fsdp_equal_single_process():
     with tempfile.TemporaryDirectory() as tmp:
         init_file, out = os.path.join(tmp, "init"), os.path.join(tmp, "res")
-        mp.start_processes(_worker, args=(2, init_file, out), nprocs=2, join=True, start_method="fork")
+        run_ranks(_worker, (2, init_file, out))
         ranks = [torch.load(f"{out}.{r}") for r in range(2)]
     for res in ranks:
         assert res["ddp_calls"] == 4 and res["fsdp_calls"] == 4  # the distributed paths ran

@@ -10,7 +10,7 @@ import tempfile
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from _ranks import run_ranks
 from _waits import CEILING_S
 
 from optim.stochastic_rounding import random16, sr_key, stochastic_round_
@@ -149,30 +149,17 @@ print("ok")
 """
 
 
-def _triton_check_in_child() -> None:
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton's first import in this process
-    try:
-        exec(_TRITON_CHECK, {"__name__": "triton_check"})  # noqa: S102 (our own test script)
-    except SystemExit as e:
-        os._exit(1 if e.code else 0)
-    os._exit(0)
-
-
 def test_philox_and_sr_kernel_match_triton():
     """Our torch Philox equals Triton's tl.randint4x (an independent implementation), and the
     Triton SR kernel (``optim.sr_kernel``, the CUDA path) equals the torch path bitwise; run in
-    another process because TRITON_INTERPRET=1 must be set before triton is imported: a fork
-    when this process has not imported triton yet (fast), else a fresh interpreter."""
+    another process because TRITON_INTERPRET=1 must be set before triton is imported:
+    in a fresh interpreter (never a fork of this threaded process)."""
     if importlib.util.find_spec("triton") is None:  # find_spec does not import it
         pytest.skip("triton not installed")
-    if not any(m == "triton" or m.startswith("triton.") for m in sys.modules):
-        child = mp.get_context("fork").Process(target=_triton_check_in_child)
-        child.start()
-        child.join(120)
-        assert child.exitcode == 0
-    else:
-        proc = subprocess.run([sys.executable, "-c", _TRITON_CHECK], capture_output=True, text=True, timeout=CEILING_S, check=False)
-        assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", _TRITON_CHECK], capture_output=True, text=True,
+                          env=env, timeout=CEILING_S, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 # ---- two gloo ranks -------------------------------------------------------------------------
@@ -198,7 +185,7 @@ def _ddp_worker(rank: int, world: int, init_file: str, result_file: str) -> None
 def test_identical_on_two_gloo_ranks():
     with tempfile.TemporaryDirectory() as tmp:
         init_file, result_file = os.path.join(tmp, "init"), os.path.join(tmp, "out.pt")
-        mp.start_processes(_ddp_worker, args=(2, init_file, result_file), nprocs=2, join=True, start_method="fork")
+        run_ranks(_ddp_worker, (2, init_file, result_file))
         res = torch.load(result_file)
     assert torch.equal(res["replicas"][0], res["replicas"][1])
     assert torch.equal(res["sharded"], res["replicas"][0])
