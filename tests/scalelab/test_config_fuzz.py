@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from _yamltree import dump
+from _yamltree import parent as parent_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,38 +67,28 @@ BOMB = "".join(
 )
 
 
-def _parent(tree, path):
-    for part in path[:-1]:
-        tree = tree[part]
-    return tree
-
-
-def _dump(tree) -> str:
-    return yaml.safe_dump(tree, sort_keys=False, default_flow_style=False)
-
-
 @st.composite
 def mutated(draw) -> bytes:
     tree = copy.deepcopy(VALID)
     kind = draw(st.sampled_from(["rename", "delete", "type", "nonfinite", "text", "yaml"]))
     if kind == "rename":
         path = draw(st.sampled_from(KEYS))
-        parent = _parent(tree, path)
+        parent = parent_of(tree, path)
         suffix = draw(st.sampled_from(["zz", "_x", "s_", "Q", " ", "\n"]))
         parent[path[-1] + suffix] = parent.pop(path[-1])
     elif kind == "delete":
         path = draw(st.sampled_from(KEYS))
-        del _parent(tree, path)[path[-1]]
+        del parent_of(tree, path)[path[-1]]
     elif kind == "type":
         path = draw(st.sampled_from(LEAVES + KEYS))
-        _parent(tree, path)[path[-1]] = draw(st.sampled_from(GARBAGE))
+        parent_of(tree, path)[path[-1]] = draw(st.sampled_from(GARBAGE))
     elif kind == "nonfinite":
         path = draw(st.sampled_from(LEAVES))
-        _parent(tree, path)[path[-1]] = draw(st.sampled_from(NON_FINITE))
+        parent_of(tree, path)[path[-1]] = draw(st.sampled_from(NON_FINITE))
     elif kind == "text":
         path = draw(st.sampled_from(LEAVES))
-        _parent(tree, path)[path[-1]] = draw(st.text(max_size=20))
-    text = _dump(tree)
+        parent_of(tree, path)[path[-1]] = draw(st.text(max_size=20))
+    text = dump(tree)
     if kind == "yaml":
         lines = text.splitlines()
         how = draw(st.sampled_from(["tab", "unclosed", "cut", "dup", "bomb", "deep", "empty",
@@ -159,7 +151,7 @@ def _check_config(build) -> None:
 
 def test_the_unmutated_config_is_valid():
     path = _ROOT / "valid.yaml"
-    path.write_text(_dump(VALID))
+    path.write_text(dump(VALID))
     cfg = load_run_config(path)
     assert cfg.name == "train-cpu" and cfg.extra["tags"] == [1, 2.5, "x"]
 

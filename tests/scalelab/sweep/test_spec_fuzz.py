@@ -16,8 +16,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 from _waits import CEILING_S
+from _yamltree import dump
+from _yamltree import parent as parent_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -82,40 +83,30 @@ LEAVES = [p for p, v in ALL if not isinstance(v, (dict, list))]
 NUMERIC = [p for p, v in ALL if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
-def _parent(tree, path):
-    for part in path[:-1]:
-        tree = tree[part]
-    return tree
-
-
-def _dump(tree) -> str:
-    return yaml.safe_dump(tree, sort_keys=False, default_flow_style=False)
-
-
 @st.composite
 def mutated(draw) -> str:
     tree = copy.deepcopy(VALID)
     kind = draw(st.sampled_from(["rename", "delete", "type", "number", "value", "rule", "yaml"]))
     if kind == "rename":
         path = draw(st.sampled_from(KEYS))
-        parent = _parent(tree, path)
+        parent = parent_of(tree, path)
         suffix = draw(st.sampled_from(["zz", "_x", "s_", "Q"]))
         parent[path[-1] + suffix] = parent.pop(path[-1])
     elif kind == "delete":
         path = draw(st.sampled_from(REQUIRED))
-        del _parent(tree, path)[path[-1]]
+        del parent_of(tree, path)[path[-1]]
     elif kind == "type":
         path = draw(st.sampled_from(LEAVES))
-        _parent(tree, path)[path[-1]] = draw(st.sampled_from([{"zz": [1]}, [[1], {"a": 2}]]))
+        parent_of(tree, path)[path[-1]] = draw(st.sampled_from([{"zz": [1]}, [[1], {"a": 2}]]))
     elif kind == "number":
         path = draw(st.sampled_from(NUMERIC))
-        _parent(tree, path)[path[-1]] = draw(st.sampled_from(["notanumber", "1e-3x", "fast"]))
+        parent_of(tree, path)[path[-1]] = draw(st.sampled_from(["notanumber", "1e-3x", "fast"]))
     elif kind == "value":
         path, value = draw(st.sampled_from(BAD_VALUES))
-        _parent(tree, path)[path[-1]] = value
+        parent_of(tree, path)[path[-1]] = value
     elif kind == "rule":
         tree["derive"]["optim.eps"] = draw(st.sampled_from(BAD_RULES))
-    text = _dump(tree)
+    text = dump(tree)
     if kind == "yaml":
         lines = text.splitlines()
         how = draw(st.sampled_from(["tab", "unclosed", "cut"]))
@@ -148,7 +139,7 @@ def _run_in_process(text: str) -> tuple[int, str]:
 
 
 def test_the_unmutated_spec_is_valid():
-    code, err = _run_in_process(_dump(VALID))
+    code, err = _run_in_process(dump(VALID))
     assert code == 0, err
 
 
@@ -170,7 +161,7 @@ def test_mutated_specs_exit_2_with_one_line(text):
 ])
 def test_real_subprocess_exit_2_one_line(tmp_path, mutation):
     spec = tmp_path / "bad.yaml"
-    spec.write_text(mutation(_dump(VALID)))
+    spec.write_text(mutation(dump(VALID)))
     env = {**os.environ, "SCALELAB_ROOT": str(tmp_path / "root")}
     proc = subprocess.run([sys.executable, "-m", "scalelab", "sweep", str(spec), "--dry-run"],
                           capture_output=True, text=True, env=env, timeout=CEILING_S, check=False)
