@@ -25,13 +25,16 @@ _EXPORTS = {
     "FitResult": "analysis.fit",
     "FitTable": "analysis.runs",
     "IdentifiabilityWarning": "analysis.errors",
+    "TooFewPointsError": "analysis.errors",
     "Law": "analysis.laws",
     "PowerLaw": "analysis.laws",
     "fit_data_constrained": "analysis.constrained",
     "fit_law": "analysis.fit",
+    "fit_selection": "analysis.grouped",
     "get_law": "analysis.laws",
     "load_epoch_chinchilla": "analysis.published",
     "prepare_runs": "analysis.runs",
+    "select_runs": "analysis.select",
 }
 
 
@@ -59,10 +62,13 @@ __all__ = [
     "IdentifiabilityWarning",
     "Law",
     "PowerLaw",
+    "TooFewPointsError",
     "fit_data_constrained",
     "fit_law",
+    "fit_selection",
     "get_law",
     "load_epoch_chinchilla",
     "prepare_runs",
     "recipes",
+    "select_runs",
 ]

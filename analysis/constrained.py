@@ -61,9 +61,9 @@ def fit_data_constrained(
         current: Mapping[str, float] | None = None
         for _ in range(max_rounds):
             rows = _base_rows(data, current)
-            if rows.height < len(BASE_NAMES):
+            if rows.height < len(BASE_NAMES) + 1:  # fit_law's rule: free parameters + 1
                 raise AnalysisInputError(
-                    f"stage 1 needs >= {len(BASE_NAMES)} runs with one epoch or less and "
+                    f"stage 1 needs >= {len(BASE_NAMES) + 1} runs with one epoch or less and "
                     f"N <= N_opt(U); found {rows.height}"
                 )
             if chosen is not None and rows.height == chosen.height and rows.equals(chosen):

@@ -16,15 +16,28 @@ Two checks, each returning human-readable warnings (the fitter emits them as
    valley: ANCHORS.md §7). The warning names the parameters with weight >= 0.3 in that
    eigenvector. A parameter with no curvature at all (diag H <= 0) is reported as not
    identified.
+
+``at_bounds`` finds the free parameters a fit left at their box bound (``fit._box``): the
+box, not the data, chose those values, so they are reported as not identified, never as
+bare numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from analysis.laws import Law
 from analysis.objective import Objective
 
-__all__ = ["FLAT_EIGENVALUE", "MIN_POINTS_PER_PARAM", "hessian", "identifiability_warnings"]
+__all__ = [
+    "BOUND_RTOL",
+    "FLAT_EIGENVALUE",
+    "MIN_POINTS_PER_PARAM",
+    "at_bounds",
+    "bound_side",
+    "hessian",
+    "identifiability_warnings",
+]
 
 MIN_POINTS_PER_PARAM = 3
 FLAT_EIGENVALUE = 1e-4
@@ -71,4 +84,35 @@ def identifiability_warnings(obj: Objective, z: np.ndarray, names: list[str]) ->
             f"{evals[0]:.1e} < {FLAT_EIGENVALUE:.0e}): these parameters trade off with "
             "almost no change in the objective; trust predictions, not their individual values"
         )
+    return out
+
+
+BOUND_RTOL = 1e-3
+"""A value within BOUND_RTOL * max(1, |bound|) of a box bound (internal space) is at it."""
+
+
+def bound_side(
+    law: Law, name: str, value: float, lo: float, hi: float, rtol: float = BOUND_RTOL
+) -> tuple[str, float] | None:
+    """("lower" | "upper", the bound's natural value) when the natural ``value`` of
+    parameter ``name`` sits at (or within ``rtol`` of) the internal box [lo, hi], else None.
+    A parameter at its bound is not identified by the data: the box, not the data, set it."""
+    log = name in law.log_params
+    if log and not value > 0:
+        return ("lower", float(np.exp(lo)))
+    z = float(np.log(value)) if log else float(value)
+    for side, b in (("lower", lo), ("upper", hi)):
+        if abs(z - b) <= rtol * max(1.0, abs(b)):
+            return (side, float(np.exp(b)) if log else float(b))
+    return None
+
+
+def at_bounds(fit, rtol: float = BOUND_RTOL) -> dict[str, tuple[str, float]]:
+    """{free parameter: (side, natural bound)} for each free parameter of the FitResult
+    ``fit`` that ended at its box bound (see ``bound_side``)."""
+    out = {}
+    for i, p in enumerate(fit.free):
+        hit = bound_side(fit.law, p, fit.params[p], fit.lo[i], fit.hi[i], rtol)
+        if hit is not None:
+            out[p] = hit
     return out

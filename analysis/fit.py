@@ -29,12 +29,12 @@ import numpy as np
 from scipy.optimize import minimize
 
 from analysis.diagnostics import identifiability_warnings
-from analysis.errors import AnalysisInputError, IdentifiabilityWarning
+from analysis.errors import AnalysisInputError, IdentifiabilityWarning, TooFewPointsError
 from analysis.laws import Law, get_law
 from analysis.multistart import lbfgs_batched
 from analysis.objective import Objective
 
-__all__ = ["KEEP", "MAX_GRID", "POLISH", "SCREEN_ITERS", "FitResult", "fit_law"]
+__all__ = ["KEEP", "MAX_GRID", "POLISH", "SCREEN_ITERS", "FitResult", "fit_law", "require_points"]
 
 SCREEN_ITERS = 25
 KEEP = 64
@@ -78,6 +78,14 @@ class FitResult:
     def summary(self) -> str:
         vals = ", ".join(f"{k}={v:.6g}" for k, v in self.params.items())
         return f"{self.law.name}: {vals}; objective={self.objective:.6g}; R^2={self.r2:.4f}"
+
+
+def require_points(n: int, n_free: int, law: str, what: str = "points") -> None:
+    """Refuse an underdetermined fit: ``n`` points for ``n_free`` free parameters need
+    ``n >= n_free + 1`` (with fewer the law interpolates: zero residuals, zero-width CIs).
+    Raises TooFewPointsError naming the count."""
+    if n < n_free + 1:
+        raise TooFewPointsError(n, n_free, law, what)
 
 
 def _box(law: Law, free: list[str], bounds: Mapping[str, tuple[float, float]] | None):
@@ -157,7 +165,8 @@ def fit_law(
     (lo, hi) per free parameter (None = the law's default). ``starts``: "grid", an int
     (that many seeded uniform starts over the grid's range) or natural-value start
     mapping(s). Returns a FitResult; identifiability problems are warned about
-    (``IdentifiabilityWarning``) and listed in ``result.warnings``.
+    (``IdentifiabilityWarning``) and listed in ``result.warnings``. Fewer points than free
+    parameters + 1 raise TooFewPointsError (an AnalysisInputError).
     """
     law = get_law(law)
     fixed = {k: float(v) for k, v in (fixed or {}).items()}
@@ -165,6 +174,8 @@ def fit_law(
     X = law.inputs(data)
     y = law_loss_column(data)
     free = [p for p in law.param_names if p not in fixed]
+    if free:
+        require_points(int(y.size), len(free), law.name)
     template = np.array(
         [law.param_to_internal(p, fixed[p]) if p in fixed else 0.0 for p in law.param_names]
     )

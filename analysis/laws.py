@@ -14,7 +14,6 @@ vector, batched over starts/resamples: shape (S, P). Data columns are float64 (n
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import AnalysisInputError
+from analysis.errors import AnalysisInputError, did_you_mean
 
 __all__ = ["LAW_NAMES", "Chinchilla", "DataConstrained", "Law", "PowerLaw", "get_law"]
 
@@ -95,10 +94,9 @@ class Law(ABC):
     def check_names(self, names: Mapping[str, Any] | None) -> None:
         for key in names or {}:
             if key not in self.param_names:
-                hint = difflib.get_close_matches(key, self.param_names, n=1)
-                extra = f" (did you mean '{hint[0]}'?)" if hint else ""
                 raise AnalysisInputError(
-                    f"{self.name} has no parameter '{key}'{extra}; it has {list(self.param_names)}"
+                    f"{self.name} has no parameter '{key}'{did_you_mean(key, self.param_names)}; "
+                    f"it has {list(self.param_names)}"
                 )
 
     # ---- data -------------------------------------------------------------------------
@@ -346,7 +344,6 @@ def get_law(law: str | Law, **options: Any) -> Law:
         return law
     key = str(law).strip().lower().replace("-", "_")
     if key not in LAW_NAMES:
-        hint = difflib.get_close_matches(key, list(LAW_NAMES), n=1, cutoff=0.5)
-        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        extra = did_you_mean(key, LAW_NAMES, cutoff=0.5)
         raise AnalysisInputError(f"unknown law '{law}'{extra}; choose from {sorted(LAW_NAMES)}")
     return LAW_NAMES[key](**options)

@@ -6,20 +6,19 @@
 - ``plot_isoflop``: loss vs N along constant-compute (C = 6ND) slices, with the law's
   curves where it depends on N and D only;
 - ``plot_residuals``: log-space residuals vs prediction and vs N.
+
+Curves and bands are drawn over the data's range only; styling: ``analysis.plot_style``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
 from analysis._atomic import write_atomic
+from analysis.plot_style import LOSS_LABEL, human, legend_outside, log_x, plt
 
 __all__ = [
     "plot_isoflop",
@@ -32,16 +31,22 @@ __all__ = [
 _MAX_CURVES = 8
 
 
-def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
-    """Write ``stem.png`` and ``stem.svg`` atomically; closes the figure."""
+def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg"), *,
+                close: bool = True) -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg`` atomically (cropped to what is drawn, legends
+    outside the axes included); closes the figure unless ``close`` is False."""
     stem = Path(stem)
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        write_atomic(path, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=110))
+        write_atomic(path, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=130, bbox_inches="tight"))
         paths.append(path)
-    plt.close(fig)
+    if close:
+        plt.close(fig)
     return paths
+
+
+_X_LABELS = {"N": "parameters N", "D": "training tokens D", "U": "unique tokens U", "K": "ensemble members K"}
 
 
 def _groups(values: np.ndarray) -> list[float]:
@@ -57,18 +62,20 @@ def _near(values: np.ndarray, v: float) -> np.ndarray:
 
 
 def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", title: str = ""):
-    """Loss vs ``x`` (log axis). A law of x alone gives one curve; a law of (N, D[, U])
-    gives one curve per distinct D (and U) in the data, holding those fixed."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.4), layout="constrained")
+    """Loss vs ``x`` (log axis). A law of x alone gives one curve (with a 95% bootstrap band,
+    given ``boot``); a law of (N, D[, U]) gives one curve per distinct D (and U) in the
+    data, holding those fixed. Curves and bands span the data's range."""
+    fig, ax = plt.subplots(figsize=(7.4, 4.4), layout="constrained")
     xs = data[x].to_numpy().astype(float)
     y = data["loss"].to_numpy().astype(float)
     cols = fit.law.columns if fit is not None else (x,)
     others = [c for c in cols if c != x]
-    grid = np.geomspace(xs.min() / 1.5, xs.max() * 3.0, 200)
+    grid = np.geomspace(xs.min(), xs.max(), 200)
+    band = None
     if not others:
-        ax.scatter(xs, y, s=18, color="C0", zorder=3, label="runs")
+        ax.scatter(xs, y, s=22, color="C0", marker="o", zorder=3, label="runs")
         if fit is not None:
-            ax.plot(grid, fit.predict({x: grid}), color="C0", label="fit")
+            ax.plot(grid, fit.predict({x: grid}), color="C0", label=f"{fit.law.name} fit")
             if boot is not None:
                 preds = np.stack(
                     [
@@ -76,30 +83,36 @@ def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", tit
                         for s in boot.samples
                     ]
                 )
-                lo, hi = np.percentile(preds, [2.5, 97.5], axis=0)
-                ax.fill_between(grid, lo, hi, color="C0", alpha=0.2, label="95% CI (bootstrap)")
+                band = np.percentile(preds, [2.5, 97.5], axis=0)
     else:
         keys = data.select(others).unique().sort(others).rows()[:_MAX_CURVES]
+        markers = "osD^vPXh"
         for i, key in enumerate(keys):
             mask = np.ones(len(xs), dtype=bool)
             for c, v in zip(others, key):
                 mask &= _near(data[c].to_numpy().astype(float), v)
-            label = ", ".join(f"{c}={v:.3g}" for c, v in zip(others, key))
-            ax.scatter(xs[mask], y[mask], s=18, color=f"C{i}", zorder=3, label=label)
+            label = ", ".join(f"{c}={human(v)}" for c, v in zip(others, key))
+            ax.scatter(xs[mask], y[mask], s=22, color=f"C{i}", marker=markers[i % 8], zorder=3, label=label)
             if fit is not None:
-                cond = {c: np.full_like(grid, v) for c, v in zip(others, key)}
-                ax.plot(grid, fit.predict({x: grid, **cond}), color=f"C{i}")
+                sub = np.geomspace(xs[mask].min(), xs[mask].max(), 100)
+                cond = {c: np.full_like(sub, v) for c, v in zip(others, key)}
+                ax.plot(sub, fit.predict({x: sub, **cond}), color=f"C{i}")
     if fit is not None and "E" in fit.params:
         E = fit.params["E"]
         ax.axhline(E, color="k", ls="--", lw=1, label=f"asymptote E = {E:.4g}")
-        if boot is not None:
-            lo, hi = boot.ci()["E"]
-            ax.axhspan(lo, hi, color="k", alpha=0.08, label=f"E 95% CI [{lo:.4g}, {hi:.4g}]")
-    ax.set_xscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel("loss")
-    ax.set_title(title or (f"{fit.law.name} fit" if fit is not None else f"loss vs {x}"))
-    ax.legend(fontsize=7)
+    ax.margins(y=0.12)
+    ylim = ax.get_ylim()  # bands and CIs may not stretch the axes past the data, fit and E
+    if band is not None:
+        ax.fill_between(grid, band[0], band[1], color="C0", alpha=0.2, lw=0, label="95% band (bootstrap)")
+    if fit is not None and "E" in fit.params and boot is not None:
+        lo, hi = boot.ci()["E"]
+        ax.axhspan(lo, hi, color="k", alpha=0.08, label=f"E 95% CI [{lo:.4g}, {hi:.4g}]")
+    ax.set_ylim(ylim)
+    log_x(ax, xs.min() / 1.3, xs.max() * 1.3)
+    ax.set_xlabel(_X_LABELS.get(x, x))
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title(title or (f"{fit.law.name} fit" if fit is not None else f"loss vs {x}"), fontsize=10)
+    legend_outside(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return fig
 
@@ -115,17 +128,17 @@ def plot_loss_vs_epochs(data: pl.DataFrame, fit=None, *, title: str = ""):
         for i, N in enumerate(_groups(sub["N"].to_numpy().astype(float))):
             rows = sub.filter(pl.Series(_near(sub["N"].to_numpy().astype(float), N))).sort("D")
             ep = rows["D"].to_numpy() / U
-            ax.plot(ep, rows["loss"].to_numpy(), "o", color=f"C{i}", ms=4, label=f"N={N:.3g}")
+            ax.plot(ep, rows["loss"].to_numpy(), "osD^vPXh"[i % 8], color=f"C{i}", ms=4, label=f"N={human(N)}")
             if fit is not None and set(fit.law.columns) <= {"N", "D", "U"}:
                 eg = np.geomspace(max(ep.min(), 1e-3), ep.max(), 100)
                 cols = {"N": np.full_like(eg, N), "D": eg * U, "U": np.full_like(eg, U)}
                 ax.plot(eg, fit.predict({c: cols[c] for c in fit.law.columns}), color=f"C{i}")
         ax.set_xscale("log")
         ax.set_xlabel("epochs (D / U)")
-        ax.set_title(f"U = {U:.3g} unique tokens", fontsize=9)
+        ax.set_title(f"U = {human(U)} unique tokens", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("loss")
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].set_ylabel(LOSS_LABEL)
+    legend_outside(axes[0][-1], fontsize=7)
     fig.suptitle(title or "loss vs epochs at fixed unique data")
     return fig
 
@@ -145,11 +158,12 @@ def plot_isoflop(data: pl.DataFrame, fit=None, *, title: str = ""):
         if fit is not None and set(fit.law.columns) <= {"N", "D"}:
             ng = np.geomspace(N.min() / 2, N.max() * 2, 100)
             ax.plot(ng, fit.predict({"N": ng, "D": 10**b / (6 * ng)}), color=f"C{i}")
-    ax.set_xscale("log")
-    ax.set_xlabel("N")
-    ax.set_ylabel("loss")
-    ax.set_title(title or "isoFLOP slices")
-    ax.legend(fontsize=7)
+    n_all = data["N"].to_numpy().astype(float)
+    log_x(ax, n_all.min() / 2.2, n_all.max() * 2.2)
+    ax.set_xlabel(_X_LABELS["N"])
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title(title or "isoFLOP slices (C = 6ND)")
+    legend_outside(ax, fontsize=7)
     ax.grid(alpha=0.3)
     return fig
 
@@ -166,7 +180,10 @@ def plot_residuals(data: pl.DataFrame, fit, *, title: str = ""):
             ax.axhline(s, color="k", lw=0.5, ls=":")
         ax.set_xlabel(name)
         ax.grid(alpha=0.3)
-    axes[1].set_xscale("log")
-    axes[0].set_ylabel("log residual")
+    n_all = data["N"].to_numpy().astype(float)
+    log_x(axes[1], n_all.min() / 1.3, n_all.max() * 1.3)
+    axes[0].set_xlabel("predicted " + LOSS_LABEL)
+    axes[1].set_xlabel(_X_LABELS["N"])
+    axes[0].set_ylabel("log residual (log fit - log loss)")
     fig.suptitle(title or f"{fit.law.name} residuals")
     return fig

@@ -11,6 +11,8 @@ compute-optimal allocation (Hoffmann et al. 2022; ANCHORS.md §7).
   N, K asymptote (fit the per-N K->inf asymptotes vs N) and data scaling.
 - ``data_efficiency``: invert a recipe's data-scaling fit L(D) = A/D^B + C,
   D_eff(L) = (A/(L - C))^(1/B); multiplier = D_eff(L_new) / D_eff(L_ref).
+- ``data_efficiency_interval``: a CI for that multiplier, drawing (A, B, C) of the data
+  fit (and the compared loss, given its SE) from their normal approximation.
 - ``compare_asymptotes``: one table of asymptotes with SEs and CIs across recipes.
 """
 
@@ -32,6 +34,7 @@ __all__ = [
     "compute_optimal",
     "compute_optimal_constrained",
     "data_efficiency",
+    "data_efficiency_interval",
     "effective_data",
     "ensemble_asymptote",
     "fit_asymptote",
@@ -67,6 +70,20 @@ class AsymptoteFit:
         ss_res = float(np.sum((self.y - self(self.x)) ** 2))
         ss_tot = float(np.sum((self.y - self.y.mean()) ** 2))
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+    @property
+    def has_ci(self) -> bool:
+        """More points than parameters and a finite covariance: an interval exists."""
+        return self.x.size > 3 and bool(np.all(np.isfinite(self.cov)))
+
+    def band(self, x, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise delta-method interval of the fitted curve at ``x`` (t, n - 3 dof)."""
+        x = np.asarray(x, dtype=float)
+        jac = np.stack([x**-self.B, -self.A * np.log(x) * x**-self.B, np.ones_like(x)], axis=1)
+        sd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", jac, self.cov, jac), 0, None))
+        h = stats.t.ppf(0.5 + level / 2, max(self.x.size - 3, 1)) * sd
+        mid = self(x)
+        return mid - h, mid + h
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """Student-t interval on C with n - 3 degrees of freedom (wide with 4 points)."""
@@ -149,6 +166,29 @@ def data_efficiency(fit: AsymptoteFit, loss_new, loss_ref) -> np.ndarray:
     """How many times more data the fitted (reference) recipe needs to match ``loss_new``
     than to reach ``loss_ref``: D_eff(L_new) / D_eff(L_ref). A does not enter."""
     return effective_data(fit, loss_new) / effective_data(fit, loss_ref)
+
+
+def data_efficiency_interval(fit: AsymptoteFit, loss_new: float, loss_ref: float, *,
+                             loss_new_se: float = 0.0, level: float = 0.95, draws: int = 4000,
+                             seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of ``data_efficiency`` over (A, B, C) drawn from N(fit, cov) (and
+    ``loss_new`` from N(loss_new, loss_new_se^2)); a draw at or below its C counts as inf.
+    (nan, nan) when the fit has no interval (``has_ci`` False)."""
+    if not fit.has_ci:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    p = rng.multivariate_normal([fit.A, fit.B, fit.C], fit.cov, size=draws, check_valid="ignore")
+    B, C = np.clip(p[:, 1], 1e-6, None), p[:, 2]  # A cancels in the ratio
+    new = loss_new + loss_new_se * rng.standard_normal(draws)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_m = (np.log(loss_ref - C) - np.log(np.where(new > C, new - C, np.nan))) / B
+        m = np.where(new > C, np.exp(log_m), np.inf)
+    m = m[loss_ref > C]  # a draw whose reference is out of reach says nothing
+    if m.size < draws // 2:
+        return (float("nan"), float("nan"))
+    lo = np.quantile(m, 0.5 - level / 2, method="lower")  # no interpolation towards inf
+    hi = np.quantile(m, 0.5 + level / 2, method="higher")
+    return (float(lo), float(hi))
 
 
 def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.DataFrame:

@@ -1,6 +1,7 @@
 """A markdown report of a sweep's fits, with its figures, from a runs table.
 
-What it fits (each only when the data can support it):
+What it fits (each only when the data can support it; a power law whose asymptote is not
+identified, ``analysis.identified``, is named with the reason and no numbers):
 - per recipe (the ``recipe`` column) or, without one, per training-token count D:
   a PowerLaw in N, A/N^alpha + E, whose E is that group's N -> infinity asymptote,
   bootstrapped for SEs and CIs, and compared across groups;
@@ -20,6 +21,7 @@ from analysis._atomic import write_text_atomic
 from analysis.constrained import fit_data_constrained
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit import FitResult, fit_law
+from analysis.identified import why_not_identified
 from analysis.laws import Chinchilla, PowerLaw
 from analysis.plots import (
     plot_isoflop,
@@ -31,7 +33,9 @@ from analysis.plots import (
 from analysis.recipes import compare_asymptotes
 from analysis.runs import prepare_runs
 
-__all__ = ["MIN_GROUP_POINTS", "params_table", "write_report"]
+__all__ = ["MIN_GROUP_POINTS", "params_table", "write_report", "write_report_status"]
+
+MIN_JOINT_RUNS = 6  # runs a joint law over (N, D[, U]) needs (5 parameters + 1)
 
 MIN_GROUP_POINTS = 4  # distinct N values a PowerLaw-in-N group needs (3 would interpolate)
 
@@ -80,12 +84,29 @@ def write_report(
     workers: int | None = None,
 ) -> Path:
     """Fit, plot and write ``out_dir/report.md`` (figures beside it); returns its path."""
+    return write_report_status(runs, out_dir, title=title, loss=loss, bootstrap=bootstrap,
+                               seed=seed, workers=workers)[0]
+
+
+def write_report_status(
+    runs: pl.DataFrame,
+    out_dir: str | Path,
+    *,
+    title: str = "Scaling-law report",
+    loss: str = "final_loss",
+    bootstrap: int = 200,
+    seed: int = 0,
+    workers: int | None = None,
+) -> tuple[Path, list[str]]:
+    """``write_report``, also returning one line per section: what was fitted, or what is
+    missing (the same lines open the report under "Sections")."""
     out_dir = Path(out_dir)
+    status: list[str] = []
     table = prepare_runs(runs, loss=loss)
     data = table.data
     if data.height == 0:
         raise AnalysisInputError("no completed runs with a finite loss to report on")
-    md = [f"# {title}", ""]
+    md = [f"# {title}", "", "{SECTIONS}", ""]
     md += [f"Runs: {table.n_input} in the table, {data.height} used.", ""]
     md += [f"- {n}" for n in table.notes] + ([""] if table.notes else [])
     md += [
@@ -99,11 +120,19 @@ def write_report(
     gcols = _group_columns(data)
     asym: dict[str, object] = {}
     group_fits: list[tuple[str, FitResult, object, pl.DataFrame]] = []
+    unidentified: list[tuple[str, str, pl.DataFrame]] = []
     for key, sub in sorted(data.group_by(gcols), key=lambda kv: tuple(str(k) for k in kv[0])):
-        if sub["N"].n_unique() < MIN_GROUP_POINTS:
-            continue
         name = _label(gcols, key)
+        if (sizes := sub["N"].n_unique()) < MIN_GROUP_POINTS:
+            status.append(f"power law in N, {name}: {sizes} size(s), need >= {MIN_GROUP_POINTS}")
+            continue
         fit = _fit_quiet(fit_law, PowerLaw(x="N"), sub)
+        why = why_not_identified(fit.params["alpha"], fit.params["E"], sub["N"], sub["loss"], fit.predict(sub))
+        if why:
+            status.append(f"power law in N, {name}: not identified: {why}")
+            unidentified.append((name, why, sub))
+            continue
+        status.append(f"power law in N, {name}: fitted on {sizes} sizes")
         boot = fit.bootstrap(bootstrap, seed=seed, workers=workers) if bootstrap >= 2 else None
         group_fits.append((name, fit, boot, sub))
         asym[name] = (fit, boot) if boot is not None else fit.params["E"]
@@ -122,9 +151,16 @@ def write_report(
             md += [f"![loss vs N, {name}]({stem.name}.png)", ""]
         cmp = compare_asymptotes(asym)
         md += ["## Asymptotes compared (N -> infinity)", "", _frame_md(cmp), ""]
+    for name, why, sub in unidentified:
+        md += [f"### {name} ({sub.height} runs): power law in N not identified", "",
+               f"{why}; no parameters or asymptote written.", ""]
 
     # Joint law over (N, D[, U]).
-    if data["D"].n_unique() >= 2 and data.height >= 6:
+    if data["D"].n_unique() < 2:
+        status.append("joint law over (N, D): one value of D, need >= 2")
+    elif data.height < MIN_JOINT_RUNS:
+        status.append(f"joint law over (N, D): {data.height} runs, need >= {MIN_JOINT_RUNS}")
+    else:
         repeated = bool((data["D"] > data["U"] * (1 + 1e-9)).any())
         joint = None
         try:
@@ -135,7 +171,9 @@ def write_report(
             )
         except AnalysisInputError as err:
             md += [f"Joint law not fitted: {err}", ""]
+            status.append(f"joint law ({'DataConstrained' if repeated else 'Chinchilla'}): not fitted: {err}")
         if joint is not None:
+            status.append(f"joint law: {joint.law.name} fitted on {data.height} runs")
             boot = (
                 joint.bootstrap(bootstrap, seed=seed, workers=workers) if bootstrap >= 2 else None
             )
@@ -161,7 +199,9 @@ def write_report(
             if np.unique(C).size >= 2 and not repeated:
                 save_figure(plot_isoflop(data, joint), out_dir / "isoflop")
                 md += ["![isoFLOP](isoflop.png)", ""]
-    return write_text_atomic(out_dir / "report.md", "\n".join(md) + "\n")
+    sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
+    md[md.index("{SECTIONS}")] = sections
+    return write_text_atomic(out_dir / "report.md", "\n".join(md) + "\n"), status
 
 
 def _frame_md(df: pl.DataFrame) -> str:

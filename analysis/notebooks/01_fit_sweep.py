@@ -12,38 +12,51 @@
 # ---
 
 # %% [markdown]
-# # 1. Fit a scalelab sweep's curves with polars
+# # 1. A scalelab sweep: training curves, norms, and its scaling laws
 #
-# Reads `runs.parquet` from the sweep directory named by the environment variable
-# `SCALELAB_SWEEP` (write it with `scalelab collect SWEEP`). Without one, the notebook
-# falls back to a **synthetic** runs table in the same schema (losses drawn from
-# Muennighoff et al.'s published law plus noise) so it runs anywhere, CI included.
-# Figures go to `$ANALYSIS_OUT` (default: a temporary directory).
+# Set `SWEEP` below (or the environment variable `SCALELAB_SWEEP`; papermill: `-p SWEEP
+# path`) to a sweep directory. It reads `runs.parquet` (`scalelab collect SWEEP` writes
+# it) and every run's `evals` and `norms` records with one `pl.scan_parquet` each (runs
+# still in progress included, from their part files), then fits through `analysis`.
+# Without a sweep it falls back to a **synthetic** runs table in the same schema (losses
+# drawn from Muennighoff et al.'s published law plus noise), labelled as such.
+# Figures show inline; with `ANALYSIS_OUT` set they are also saved there.
+
+# %% tags=["parameters"]
+import os
+
+SWEEP = os.environ.get("SCALELAB_SWEEP", "")
+N_BOOT = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
 
 # %%
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
 from analysis import PowerLaw, fit_data_constrained, fit_law, prepare_runs
-from analysis.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals, save_figure
+from analysis.curve_plots import plot_norm_trajectories, plot_training_curves
+from analysis.errors import AnalysisInputError
+from analysis.identified import why_not_identified
+from analysis.notebook_figures import show
+from analysis.plot_style import human
+from analysis.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
+from analysis.records_scan import scan_records
 from analysis.synthetic import synthetic_runs
 
-sweep = os.environ.get("SCALELAB_SWEEP")
-if sweep:
-    runs = pl.read_parquet(Path(sweep) / "runs.parquet")
+if SWEEP:
+    sweep = Path(SWEEP)
+    if not (sweep / "runs.parquet").is_file():
+        raise SystemExit(f"{sweep}/runs.parquet is missing: run `scalelab collect {sweep}` first")
+    runs = pl.read_parquet(sweep / "runs.parquet")
     source = f"sweep {sweep}"
 else:
+    sweep = None
     runs = synthetic_runs(seed=0)
-    source = "SYNTHETIC runs table (no SCALELAB_SWEEP given)"
-out = Path(os.environ.get("ANALYSIS_OUT") or tempfile.mkdtemp(prefix="analysis_nb1_"))
-n_boot = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
-print(f"source: {source}; {runs.height} runs; figures -> {out}")
+    source = "SYNTHETIC runs table (no SWEEP given)"
+print(f"source: {source}; {runs.height} runs")
 
 # %% [markdown]
-# ## The runs table in five lines of polars
+# ## The runs table in a few lines of polars
 
 # %%
 print(runs.group_by("state").len().sort("state"))
@@ -53,6 +66,30 @@ print(
     .agg(pl.len().alias("runs"), pl.col("final_loss").min().alias("best_final_loss"))
     .sort("D_unique", "epochs")
 )
+
+# %% [markdown]
+# ## Training curves and per-layer norm trajectories
+#
+# One lazy scan over `<sweep>/runs/*/evals.parquet` (and `evals/part-*.parquet` of
+# unfinished runs), joined to the runs table for N and the recipe.
+
+# %%
+if sweep is not None:
+    evals = scan_records(sweep, "evals").collect()
+    print(f"{evals.height} eval rows from {evals['run_id'].n_unique()} runs")
+    if evals.height:
+        show(plot_training_curves(evals, runs), "training_curves")
+    norms = scan_records(sweep, "norms")
+    logged = norms.select(pl.col("run_id").unique()).collect()["run_id"].to_list()
+    if logged:
+        largest = runs.filter(pl.col("run_id").is_in(logged)).sort("N")["run_id"][-1]
+        norms_one = norms.filter(pl.col("run_id") == largest).collect()
+        show(plot_norm_trajectories(norms_one, largest), "norm_trajectories")
+        show(plot_norm_trajectories(norms_one, largest, kind="update"), "update_norms")
+    else:
+        print("no norms recorded: train with train.norms_every > 0 to get per-layer norm trajectories")
+else:
+    print("synthetic runs table: no training curves or norms to show")
 
 # %% [markdown]
 # ## Fit-ready rows (diverged and incomplete runs excluded, with a note each)
@@ -65,50 +102,52 @@ data = table.data
 print(data.select("N", "D", "U", "loss").describe())
 
 # %% [markdown]
-# ## Loss vs N at each repeated-data budget: L = A / N^alpha + E
+# ## Loss vs N per recipe and budget: L = A / N^alpha + E
 #
-# Each (U, epochs) slice with at least four model sizes gets its own power law; E is that
-# slice's N -> infinity asymptote, with a seeded bootstrap CI.
+# Each (recipe, U, D) slice with at least four model sizes gets its own power law; E is
+# that slice's N -> infinity asymptote, with a seeded bootstrap CI, written only when the
+# data identify it (`analysis.identified`).
 
 # %%
+keys = [c for c in ("recipe", "U", "D") if c in data.columns]
 rows = []
-for (U, D), sub in sorted(data.group_by("U", "D"), key=lambda kv: kv[0]):
+for key, sub in sorted(data.group_by(keys), key=lambda kv: tuple(str(k) for k in kv[0])):
+    label = ", ".join(f"{k}={human(v)}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(keys, key))
     if sub["N"].n_unique() < 4:
+        print(f"{label}: {sub['N'].n_unique()} size(s), need >= 4 for a power law in N")
         continue
     fit = fit_law(PowerLaw(x="N"), sub, warn=False)
-    boot = fit.bootstrap(n_boot, seed=0)
+    why = why_not_identified(fit.params["alpha"], fit.params["E"], sub["N"], sub["loss"], fit.predict(sub))
+    if why:
+        print(f"{label}: not identified: {why}")
+        show(plot_loss_vs_x(sub, title=f"{label}: loss vs N (no fit: not identified)"), f"loss_vs_N_{len(rows)}")
+        rows.append({"group": label, "E": None, "E_lo": None, "E_hi": None, "r2": None})
+        continue
+    boot = fit.bootstrap(N_BOOT, seed=0)
     lo, hi = boot.ci()["E"]
-    rows.append(
-        {
-            "U": U,
-            "epochs": D / U,
-            "E": fit.params["E"],
-            "E_lo": lo,
-            "E_hi": hi,
-            "alpha": fit.params["alpha"],
-            "r2": fit.r2,
-        }
-    )
-    save_figure(
-        plot_loss_vs_x(sub, fit, boot, title=f"U={U:.3g}, {D / U:.0f} epochs"),
-        out / f"loss_vs_N_U{U:.0e}_ep{D / U:.0f}",
-    )
-print(pl.DataFrame(rows))
+    rows.append({"group": label, "E": fit.params["E"], "E_lo": lo, "E_hi": hi, "r2": fit.r2})
+    show(plot_loss_vs_x(sub, fit, boot, title=f"{label}: loss vs N"), f"loss_vs_N_{len(rows)}")
+print(pl.DataFrame(rows) if rows else "no slice with >= 4 model sizes")
 
 # %% [markdown]
 # ## Muennighoff's data-constrained law, two stages
 #
 # Stage 1 fits the base Chinchilla law on single-epoch runs with N <= N_opt(U); stage 2
-# freezes it and fits R_D* and R_N* on every run.
+# freezes it and fits R_D* and R_N* on every run. A sweep without enough single-epoch
+# runs gets a line saying what is missing instead.
 
 # %%
-dc = fit_data_constrained(data, warn=False)
-print("stage 1:", dc.base.summary() if dc.base is not None else "given")
-print("stage 2:", dc.summary())
-dc_boot = dc.bootstrap(n_boot, seed=0)
-print("R_D* 95% CI:", dc_boot.ci()["R_D"], " R_N* 95% CI:", dc_boot.ci()["R_N"])
-if not sweep:
-    print("synthetic truth: R_D* = 15.39, R_N* = 5.31 (Muennighoff et al.)")
-save_figure(plot_loss_vs_epochs(data, dc), out / "loss_vs_epochs")
-save_figure(plot_residuals(data, dc), out / "residuals")
-print(sorted(p.name for p in out.iterdir()))
+try:
+    dc = fit_data_constrained(data, warn=False)
+except AnalysisInputError as err:
+    dc = None
+    print(f"data-constrained law not fitted: {err}")
+if dc is not None:
+    print("stage 1:", dc.base.summary() if dc.base is not None else "given")
+    print("stage 2:", dc.summary())
+    dc_boot = dc.bootstrap(N_BOOT, seed=0)
+    print("R_D* 95% CI:", dc_boot.ci()["R_D"], " R_N* 95% CI:", dc_boot.ci()["R_N"])
+    if sweep is None:
+        print("synthetic truth: R_D* = 15.39, R_N* = 5.31 (Muennighoff et al.)")
+    show(plot_loss_vs_epochs(data, dc), "loss_vs_epochs")
+    show(plot_residuals(data, dc), "residuals")

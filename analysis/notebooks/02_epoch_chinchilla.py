@@ -22,19 +22,17 @@
 
 # %%
 import os
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from analysis import Chinchilla, fit_law, load_epoch_chinchilla
-from analysis.plots import plot_isoflop, plot_residuals, save_figure
+from analysis.notebook_figures import show
+from analysis.plots import plot_isoflop, plot_residuals
 from analysis.published import EPOCH, EPOCH_SE, HOFFMANN
 from analysis.recipes import compute_optimal
 
-out = Path(os.environ.get("ANALYSIS_OUT") or tempfile.mkdtemp(prefix="analysis_nb2_"))
 n_boot = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
 data = load_epoch_chinchilla()
 print(data.height, "points after dropping the 5 highest losses")
@@ -89,6 +87,5 @@ for name, params in (("ours", fit.params), ("Epoch", EPOCH), ("Hoffmann", HOFFMA
     )
 
 # %%
-save_figure(plot_isoflop(data, fit, title="Epoch's Chinchilla points, fitted"), out / "isoflop")
-save_figure(plot_residuals(data, fit), out / "residuals")
-print(sorted(p.name for p in out.iterdir()))
+show(plot_isoflop(data, fit, title="Epoch's Chinchilla points, fitted"), "isoflop")
+show(plot_residuals(data, fit), "residuals")

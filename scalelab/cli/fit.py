@@ -1,13 +1,14 @@
-"""``scalelab fit SWEEP --law ...`` and ``scalelab report SWEEP`` (DESIGN.md §7).
+"""``scalelab fit SWEEP --law ...`` (DESIGN.md §7); ``scalelab report``: ``scalelab.cli.report``.
 
-Both read ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
-is collected first) and hand it to ``analysis``: ``fit`` prints the fitted parameters
-with bootstrap SEs and CIs and saves a plot; ``report`` writes
-``<sweep>/report/report.md`` with its figures.
+Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
+is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
+``analysis.grouped.fit_selection`` (--where, --group-by, one fit per group); prints one
+table (``scalelab.cli.fit_table``) with bootstrap SEs and CIs and saves a plot per group.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -16,7 +17,6 @@ from scalelab.cli.app import app
 from scalelab.errors import UserError, did_you_mean
 
 LAWS = ("powerlaw", "chinchilla", "data_constrained")
-X_COLUMNS = ("N", "D")
 
 
 def _runs_table(sweep_dir: Path):
@@ -42,105 +42,91 @@ def _analysis_errors():
 def fit_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
     law: str = typer.Option("powerlaw", "--law", help=f"One of {', '.join(LAWS)}."),
-    x: str = typer.Option("N", "--x", help="PowerLaw variable: N or D."),
+    x: str | None = typer.Option(
+        None,
+        "--x",
+        help="PowerLaw variable: N params, D total tokens, U unique tokens, C FLOPs, or K "
+        "ensemble members (from <sweep>/ensembles/evals.parquet; run `scalelab ensemble` "
+        "first). Default N. chinchilla and data_constrained read N, D[, U] and take no --x.",
+    ),
+    where: list[str] = typer.Option(
+        [],
+        "--where",
+        help="Keep the runs meeting a condition on the runs table's columns (repeatable, "
+        "ANDed): KEY=VALUE, KEY!=VALUE, KEY<VALUE, ... (e.g. recipe=standard, "
+        "optim.weight_decay!=0.1, epochs<=1, member=null), or a polars expression "
+        "(e.g. pl.col('model.preset').is_in(['cpu-50k', 'cpu-1m'])) parsed against a "
+        "whitelist, never evaluated. Columns D, U, C and (with --x K) K can be named too.",
+    ),
+    group_by: list[str] = typer.Option(
+        [], "--group-by", help="Fit once per distinct value of this column (repeatable)."
+    ),
     bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     out: Path | None = typer.Option(
-        None, "--out", help="Plot path stem (default <sweep>/fit/<law>)."
+        None, "--out", help="Plot path stem (default <sweep>/fit/<law>[_<x>]; -<group> added)."
     ),
 ) -> int:
-    """Fit a scaling law to a sweep's completed runs; print parameters with CIs; save the plot."""
+    """Fit a scaling law to a sweep's completed runs, optionally selected (--where) and
+    split (--group-by): one table of parameters with bootstrap SEs and CIs, R^2 and
+    identifiability per group; a plot per group. A group with fewer runs than free
+    parameters + 1 is refused (exit 2); a parameter at its bound reads 'not identified'."""
     from rich.console import Console
-    from rich.table import Table
 
     key = law.strip().lower().replace("-", "_")
     if key not in LAWS:
         raise UserError(
             f"unknown law '{law}'{did_you_mean(key, LAWS)}; choose from {list(LAWS)}", key="--law"
         )
-    if x not in X_COLUMNS:
-        raise UserError(
-            f"--x must be one of {list(X_COLUMNS)}, got '{x}'{did_you_mean(x, X_COLUMNS)}",
-            key="--x",
-        )
     if bootstrap < 0 or bootstrap == 1:
         raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
-    console = Console()
-    runs = _runs_table(sweep)
+    table = _ensembles_table(sweep) if x == "K" else _runs_table(sweep)
     import warnings
 
-    from analysis import PowerLaw, fit_data_constrained, fit_law, prepare_runs
     from analysis.errors import IdentifiabilityWarning
+    from analysis.grouped import fit_selection
     from analysis.plots import plot_loss_vs_x, save_figure
+    from scalelab.cli.fit_table import fit_table, warning_lines
 
     warnings.simplefilter("ignore", IdentifiabilityWarning)  # printed from result.warnings below
     try:
-        table = prepare_runs(runs, loss=loss)
-        for note in table.notes:
-            console.print(f"note: {note}")
-        data = table.data
-        if data.height == 0:
-            raise UserError("no completed runs with a finite loss", file=str(sweep))
-        if key == "powerlaw":
-            result = fit_law(PowerLaw(x=x), data)
-        elif key == "chinchilla":
-            result = fit_law("chinchilla", data)
-        else:
-            result = fit_data_constrained(data)
+        sel = fit_selection(
+            table, law=key, x=x, where=where, by=group_by, loss=loss,
+            bootstrap=bootstrap, seed=seed,
+        )  # fmt: skip
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
-    boot = result.bootstrap(bootstrap, seed=seed) if bootstrap >= 2 else None
-    grid = Table(
-        title=f"{result.law.name} fit: {result.n_points} runs, objective {result.objective:.4g}, "
-        f"R^2 {result.r2:.4f}"
-    )
-    for col in ("parameter", "value", "SE", "95% CI"):
-        grid.add_column(col)
-    se = boot.se if boot else {}
-    ci = boot.ci() if boot else {}
-    for p, v in result.params.items():
-        if p in result.fixed:
-            grid.add_row(p, f"{v:.6g}", "fixed", "(stage 1)")
-        elif boot:
-            grid.add_row(p, f"{v:.6g}", f"{se[p]:.3g}", f"[{ci[p][0]:.5g}, {ci[p][1]:.5g}]")
-        else:
-            grid.add_row(p, f"{v:.6g}", "", "")
-    console.print(grid)
-    for w in result.base.warnings if result.base is not None else ():
-        console.print(f"warning (stage-1 base fit): {w}")
-    for w in result.warnings:
-        console.print(f"warning: {w}")
-    stem = out if out is not None else sweep / "fit" / result.law.name
-    x_axis = x if key == "powerlaw" else "N"
-    paths = save_figure(plot_loss_vs_x(data, result, boot, x=x_axis), stem)
-    console.print(f"plot: {paths[0]}")
+    console = Console()
+    for note in sel.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    console.print(fit_table(sel, where, group_by))
+    for line in warning_lines(sel, grouped=bool(group_by)):
+        console.print(line, markup=False, highlight=False)
+    base = out if out is not None else sweep / "fit" / (key if x in (None, "N") else f"{key}_{x}")
+    for g in sel.groups:
+        stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
+        fig = plot_loss_vs_x(g.data, g.result, g.boot, x=sel.x, title=f"{key} fit: {g.label}")
+        console.print(f"plot: {save_figure(fig, stem)[0]}", markup=False, highlight=False)
     return 0
 
 
-@app.command("report")
-def report_cmd(
-    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
-    bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
-) -> int:
-    """Write <sweep>/report/report.md with fits, asymptotes with CIs, and figures."""
-    if bootstrap < 0 or bootstrap == 1:
-        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
-    runs = _runs_table(sweep)
-    from analysis.report import write_report
+def _ensembles_table(sweep_dir: Path):
+    """``<sweep>/ensembles/evals.parquet`` (``scalelab ensemble`` writes it): --x K's table."""
+    import polars as pl
 
-    try:
-        path = write_report(
-            runs,
-            sweep / "report",
-            title=f"Scaling-law report: {sweep.name}",
-            loss=loss,
-            bootstrap=bootstrap,
-            seed=seed,
+    if not sweep_dir.is_dir():
+        raise UserError("no such sweep directory", file=str(sweep_dir))
+    path = sweep_dir / "ensembles" / "evals.parquet"
+    if not path.is_file():
+        raise UserError(
+            f"--x K fits ensembles/evals.parquet, which is missing: run `scalelab ensemble "
+            f"{sweep_dir}` first",
+            file=str(sweep_dir),
         )
-    except _analysis_errors() as err:
-        raise UserError(str(err), file=str(sweep)) from None
-    typer.echo(str(path))
-    return 0
+    return pl.read_parquet(path)
+
+
+def _slug(label: str) -> str:
+    """A group label as a file-name part: 'recipe=standard, D=2048' -> 'recipe=standard_D=2048'."""
+    return re.sub(r"[^\w.=+-]+", "_", label).strip("_") or "group"

@@ -62,7 +62,8 @@ def test_report_writes_markdown_and_prints_path(sweep, capsys):
     "argv, message",
     [
         (["fit", "{sweep}", "--law", "chinchila"], "did you mean 'chinchilla'"),
-        (["fit", "{sweep}", "--x", "K"], "--x must be one of"),
+        (["fit", "{sweep}", "--x", "Q"], "--x must be one of"),
+        (["fit", "{sweep}", "--x", "K"], "run `scalelab ensemble"),  # K is valid: no ensembles
         (["fit", "{sweep}", "--bootstrap", "1"], "--bootstrap must be 0 or >= 2"),
         (["fit", "{sweep}", "--loss-column", "final_los"], "no loss column 'final_los'"),
         (["fit", "{missing}"], "no such sweep directory"),

@@ -1,0 +1,31 @@
+"""Whether the asymptote C of a fit L(x) = A/x^B + C is a limit the data identify.
+
+Pure numpy. Three ways it is not (each gives the reason, in words):
+- B ~ 0: the loss does not fall with x (flat or non-monotone), C + A is its mean level;
+- C at its bound 0: the points do not bend over the range, nothing pins an asymptote;
+- the fitted fall across the data, L(x_min) - L(x_max), is within twice the residual
+  scatter: the curve's shape is noise (typically a huge B with a tiny A), C is again a
+  mean level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["why_not_identified"]
+
+
+def why_not_identified(B: float, C: float, x, y, fitted) -> str | None:
+    """The reason C is not identified (words only: no number of an unidentified fit is
+    written anywhere), or None. ``fitted``: the fit's values at ``x``."""
+    x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
+    if B < 1e-3:
+        return "B ~ 0: the loss does not fall with x, C is a mean level, not a limit"
+    if C < 1e-2 * float(np.min(y)):  # within 1% of the bound
+        return "C at its bound 0: the points do not bend, no asymptote is identified"
+    scatter = float(np.sqrt(np.sum((y - fitted) ** 2) / max(y.size - 3, 1)))
+    drop = float(fitted[np.argmin(x)] - fitted[np.argmax(x)])
+    if drop <= 2.0 * scatter:
+        return ("the fitted fall across the data is within twice the residual scatter: the loss "
+                "does not resolvably fall with x, C is a mean level")
+    return None

@@ -1,0 +1,46 @@
+"""Lazy scans of every run's tidy records in a sweep: ``<sweep>/runs/*/evals.parquet`` and
+``norms.parquet`` (or ``metrics``), plus the part files of runs still in progress
+(``<run>/<table>/part-*.parquet``, written at checkpoints and compacted at the end).
+
+The schemas mirror ``scalelab.train.records`` (analysis does not import scalelab): evals
+run_id, step, tokens, split, loss; norms run_id, step, layer, param, kind, norm, value;
+metrics run_id, step, tokens, epoch, lr, train_loss, grad_norm, step_time_s. A row found
+both in a compacted file and a part (a crash between compaction and cleanup) is read once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from analysis.errors import AnalysisInputError
+
+__all__ = ["KEYS", "record_files", "scan_records"]
+
+KEYS = {"evals": ["step", "split"], "norms": ["step", "layer", "param", "kind", "norm"], "metrics": ["step"]}
+_SCHEMAS = {
+    "evals": {"run_id": pl.String, "step": pl.Int64, "tokens": pl.Int64, "split": pl.String, "loss": pl.Float64},
+    "norms": {"run_id": pl.String, "step": pl.Int64, "layer": pl.String, "param": pl.String, "kind": pl.String,
+              "norm": pl.String, "value": pl.Float64},
+    "metrics": {"run_id": pl.String, "step": pl.Int64, "tokens": pl.Int64, "epoch": pl.Float64, "lr": pl.Float64,
+                "train_loss": pl.Float64, "grad_norm": pl.Float64, "step_time_s": pl.Float64},
+}
+
+
+def record_files(sweep_dir: str | Path, table: str) -> list[Path]:
+    """Every run's compacted ``table`` file, then the part files of unfinished runs."""
+    if table not in _SCHEMAS:
+        raise AnalysisInputError(f"unknown records table '{table}'; one of {sorted(_SCHEMAS)}")
+    runs = Path(sweep_dir) / "runs"
+    return sorted(runs.glob(f"*/{table}.parquet")) + sorted(runs.glob(f"*/{table}/part-*.parquet"))
+
+
+def scan_records(sweep_dir: str | Path, table: str) -> pl.LazyFrame:
+    """One lazy frame of ``table`` over the whole sweep (empty, typed, when no run has any)."""
+    files = record_files(sweep_dir, table)
+    schema = _SCHEMAS[table]
+    if not files:
+        return pl.LazyFrame(schema=schema)
+    scan = pl.scan_parquet(files, schema=schema, missing_columns="raise", extra_columns="ignore")
+    return scan.unique(subset=["run_id", *KEYS[table]], keep="last", maintain_order=True)

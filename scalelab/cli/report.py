@@ -1,0 +1,109 @@
+"""``scalelab report SWEEP``: the full report of a sweep (DESIGN.md §7).
+
+Collects the runs first when ``runs.parquet`` is missing or older than a run directory
+(``scalelab.sweep.collect``), then writes ``<sweep>/report/infinite_compute.md`` with
+``recipes.png`` (Kim et al. 2025 recipes: asymptotes, ensembles, distillation, data
+efficiency) and ``<sweep>/report/report.md`` (power laws in N, the data-constrained law),
+and prints one line per section: what was fitted, or exactly what is missing.
+Recipes: ``--recipe NAME=key=value[,key=value]`` (repeatable), else the runs' ``recipe``
+column (``extra.recipe``), else the ``tuned`` block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scalelab.cli.app import app
+from scalelab.errors import UserError
+
+_RECORDS = ("status.json", "evals.parquet", "evals")
+
+
+def _stale(sweep: Path) -> bool:
+    """True when runs.parquet is missing or older than a run directory or its records."""
+    from scalelab.sweep.collect import RUNS_FILE
+
+    runs_file = sweep / RUNS_FILE
+    if not runs_file.is_file():
+        return True
+    written = runs_file.stat().st_mtime
+    run_root = sweep / "runs"
+    if not run_root.is_dir():
+        return False
+    for run in run_root.iterdir():
+        for path in (run, *(run / name for name in _RECORDS)):
+            try:
+                if path.stat().st_mtime > written:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False
+
+
+def fresh_runs_table(sweep: Path) -> Path:
+    """``<sweep>/runs.parquet``, collected first when missing or stale."""
+    if not sweep.is_dir():
+        raise UserError("no such sweep directory", file=str(sweep))
+    if _stale(sweep):
+        from scalelab.sweep.collect import collect
+
+        if not (sweep / "runs").is_dir() and not (sweep / "plan.parquet").is_file():
+            raise UserError("neither runs.parquet nor runs/ here: not a sweep directory", file=str(sweep))
+        typer.echo(f"collecting {sweep} (runs.parquet missing or older than the runs)")
+        collect(sweep)
+    return sweep / "runs.parquet"
+
+
+def _recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
+    from analysis.errors import AnalysisInputError
+    from analysis.recipe_rows import parse_recipe_option
+
+    filters: dict[str, dict[str, str]] = {}
+    for text in options:
+        try:
+            name, conds = parse_recipe_option(text)
+        except AnalysisInputError as err:
+            raise UserError(str(err), key="--recipe") from None
+        if name in filters:
+            raise UserError(f"recipe '{name}' given twice", key="--recipe")
+        filters[name] = conds
+    return filters
+
+
+@app.command("report")
+def report_cmd(
+    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
+    bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+    recipe: list[str] = typer.Option(
+        [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."
+    ),
+    reference: str | None = typer.Option(
+        None, "--reference", help="Recipe the data multipliers are relative to (default: standard)."
+    ),
+    ref_wd: float = typer.Option(0.1, "--ref-wd", help="Weight decay of the standard recipe (blocks)."),
+) -> int:
+    """Write <sweep>/report/ (recipes, asymptotes with CIs, laws, figures); print each section."""
+    if bootstrap < 0 or bootstrap == 1:
+        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
+    filters = _recipe_filters(recipe)
+    fresh_runs_table(sweep)
+    from analysis.errors import AnalysisInputError
+    from analysis.sweep_report import write_sweep_report
+
+    try:
+        done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed, recipes=filters or None,
+                                  reference=reference, ref_wd=ref_wd)
+    except AnalysisInputError as err:
+        raise UserError(str(err), file=str(sweep)) from None
+    for path, lines in done.sections.items():
+        typer.echo(str(path))
+        for line in lines:
+            typer.echo(f"  {line}")
+    figure = sweep / "report" / "recipes.png"
+    if figure.is_file():
+        typer.echo(f"figure: {figure}")
+    return 0
