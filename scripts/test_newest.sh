@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The canary job: the kernel and optimizer tests (tests/optim, plus the training registry)
 # against the NEWEST releases of triton and torch that pyproject.toml's ranges allow, in
-# their own venv (.venv-newest), without the lock. A new release that breaks us shows up
+# their own venv (.venv-newest: a copy of the locked .venv when there is one, with only
+# torch and triton upgraded). A new release that breaks us shows up
 # here as a named failure, while main stays green on the locked versions.
 #   torch: PyPI has no CPU build for x86_64 Linux; the newest release there is a CUDA build
 #   of several GB. On a machine without a GPU the job keeps the locked torch and says so,
@@ -14,12 +15,20 @@ VENV=.venv-newest
 LOCK=requirements/lock.txt
 PY=${PYTHON:-python3}
 log() { echo "[newest] $*"; }
-newest() {  # the newest release of $1 on the configured indexes (pip's own cap applies)
-  "$VENV/bin/pip" index versions "$1" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1
+newest() {  # the newest release of $1 on the configured indexes
+  "$VENV/bin/python" -m pip index versions "$1" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1
 }
 rm -rf "$VENV"
-"$PY" -m venv "$VENV" || exit 3
-"$VENV/bin/python" -m pip install -q -c "$LOCK" "$(grep -E '^pip==' "$LOCK")" setuptools >/dev/null 2>&1
+if [ -x .venv/bin/python ]; then
+  # a copy of the locked venv (scripts/install.sh made it): only torch and triton move below
+  # hard links: instant, no space; pip replaces files by unlink + create, never in place
+  cp -al .venv "$VENV" 2>/dev/null || cp -a .venv "$VENV" || exit 3
+else
+  "$PY" -m venv "$VENV" || exit 3
+  "$VENV/bin/python" -m pip install -q -c "$LOCK" "$(grep -E '^pip==' "$LOCK")" setuptools >/dev/null 2>&1
+  "$VENV/bin/python" -m pip install -q -c "$LOCK" --no-build-isolation -e ".[test,triton]" \
+    > "$VENV/install.log" 2>&1 || { log "could not build the venv (see $VENV/install.log)"; exit 3; }
+fi
 locked_torch=$(grep -E '^torch==' "$LOCK" | cut -d= -f3)
 newest_torch=$(newest torch)
 if [ "${SCALELAB_NEWEST_TORCH:-0}" = 1 ] || command -v nvidia-smi >/dev/null 2>&1; then
@@ -29,7 +38,7 @@ else
   torch_req="torch==$locked_torch"
   torch_note="locked; newest allowed is ${newest_torch:-unknown}, a CUDA-only build on PyPI: SCALELAB_NEWEST_TORCH=1 takes it"
 fi
-if ! "$VENV/bin/pip" install -q --upgrade --upgrade-strategy eager "$torch_req" -e ".[test,triton]" \
+if ! "$VENV/bin/python" -m pip install -q --upgrade "$torch_req" "triton>=3.7" \
      > "$VENV/install.log" 2>&1; then
   log "could not build the venv (see $VENV/install.log):"; tail -3 "$VENV/install.log"; exit 3
 fi
