@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _yamltree import dump
-from _yamltree import parent as parent_of
+from _yamltree import dump, parent_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

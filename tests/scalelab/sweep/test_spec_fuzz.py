@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from _waits import CEILING_S
-from _yamltree import dump
-from _yamltree import parent as parent_of
+from _yamltree import dump, parent_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
