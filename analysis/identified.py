@@ -5,7 +5,10 @@ Pure numpy. Three ways it is not (each gives the reason, in words):
 - C at its bound 0: the points do not bend over the range, nothing pins an asymptote;
 - the fitted fall across the data, L(x_min) - L(x_max), is within twice the residual
   scatter: the curve's shape is noise (typically a huge B with a tiny A), C is again a
-  mean level.
+  mean level;
+- the loss at the largest x is above the best loss by more than the residual scatter: the
+  curve has turned up (overfitting, as the standard recipe does in Kim et al. 2025), and a
+  monotone A/x^B + C through a U shape extrapolates nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ def why_not_identified(B: float, C: float, x, y, fitted) -> str | None:
     if C < 1e-2 * float(np.min(y)):  # within 1% of the bound
         return "C at its bound 0: the points do not bend, no asymptote is identified"
     scatter = float(np.sqrt(np.sum((y - fitted) ** 2) / max(y.size - 3, 1)))
+    rise = float(y[np.argmax(x)] - np.min(y))
+    if rise > max(scatter, 1e-12):
+        return ("the loss rises again at the largest x (it turned up: overfitting), so the "
+                "points are not a falling curve and no asymptote is identified")
     drop = float(fitted[np.argmin(x)] - fitted[np.argmax(x)])
     if drop <= 2.0 * scatter:
         return ("the fitted fall across the data is within twice the residual scatter: the loss "

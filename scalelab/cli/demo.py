@@ -54,11 +54,15 @@ def run_demo(spec_path: Path, root: Path, *, executor: str | None = None, echo=p
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(sweep_dir / "spec.yaml", spec.text)
     steps = int(plan.table["steps"].sum())
-    echo(f"[demo] {spec_path.name}: {len(plan)} runs, {steps:,} training steps -> {sweep_dir}")
+    tokens = int(plan.table["D_total"].sum()) if "D_total" in plan.table.columns else 0
+    echo(f"[demo] {spec_path.name}: {len(plan)} runs, {steps:,} training steps, "
+         f"{tokens / 1e6:,.1f}M training tokens -> {sweep_dir}")
     launch = execute_staged if has_students(plan) else execute
     report = launch(plan, sweep_dir, spec.launcher, wait=True, executor=executor)
     failed = sorted(r for r, s in report.results.items() if s not in ("COMPLETED",))
-    echo(f"[demo] trained {len(report.handles)} runs, reused {report.skipped} ({time.perf_counter() - t0:.0f}s)")
+    took = time.perf_counter() - t0
+    rate = f", {tokens / took / 1e3:,.0f}k tokens/s over all runs" if tokens and not report.skipped else ""
+    echo(f"[demo] trained {len(report.handles)} runs, reused {report.skipped} ({took:.0f}s{rate})")
     if failed:
         echo(f"[demo] {len(failed)} run(s) did not complete: {', '.join(failed)}; see `scalelab status {sweep_dir}`")
         return EXIT_FAILURE, None
@@ -75,53 +79,96 @@ def _num(v: float) -> str:
     return "inf" if math.isinf(v) else ("n/a" if math.isnan(v) else f"{v:.4f}")
 
 
-def _mult(v: float) -> str:
-    if math.isinf(v):
-        return "inf (below the standard recipe's fitted asymptote in U)"
-    return "n/a" if math.isnan(v) else f"x{v:.2f}"
+def _why_not(fit) -> str | None:
+    """Why the fit's asymptote may not be printed as a number (None: it may). The analysis'
+    own rule (``reportable``: enough points, a finite interval, identified) where it has
+    one, else ``unidentified`` plus a finite interval."""
+    import analysis.infinite_compute as ic
+
+    if hasattr(ic, "reportable"):
+        return ic.reportable(fit)
+    if fit is None:
+        return "not fitted"
+    if why := ic.unidentified(fit):
+        return f"not identified: {why}"
+    lo, hi = fit.ci()
+    if fit.x.size <= 3 or not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"no interval ({fit.x.size} points for 3 parameters)"
+    return None
 
 
 def _law(fit) -> str:
-    from analysis.infinite_compute import unidentified
-
     if fit is None:
         return "not fitted"
-    why = unidentified(fit)
-    return f"{fit}  (R^2 {fit.r2:.3f})" + (f"  [not identified: {why}]" if why else "")
+    why = _why_not(fit)
+    return f"{fit}  (R^2 {fit.r2:.3f}, {fit.x.size} points)" + (f"  [{why}]" if why else "")
 
 
-def _ci(fit) -> str:
+def _asym(fit) -> str:
+    """C with its 95% CI, or why it is not given (never a number for an unidentified law)."""
+    if why := _why_not(fit):
+        return f"not identified: {why.removeprefix('not identified: ')}"
     lo, hi = fit.ci()
-    return f"({lo:.4f}, {hi:.4f})" if fit.x.size > 3 and math.isfinite(lo) and math.isfinite(hi) else "(undefined: n = 3)"
+    return f"{fit.C:.4f}  95% CI ({lo:.4f}, {hi:.4f}), width {hi - lo:.4f}"
+
+
+def _mult(row: dict) -> str:
+    m, why = row["data_multiplier"], row.get("why")
+    if why or m is None or math.isnan(m):
+        return f"not given: {why or 'no data-scaling fit'}"
+    ci = ""
+    if "lo" in row and row["lo"] is not None and not math.isnan(row["lo"]):
+        ci = f"  (95% CI {_x(row['lo'])} .. {_x(row['hi'])})"
+    if math.isinf(m):
+        return "inf (below the reference recipe's fitted asymptote in U)" + ci
+    return f"x{m:.2f}{ci}"
+
+
+def _x(v: float) -> str:
+    return "inf" if math.isinf(v) else f"x{v:.2f}"
 
 
 def _summary(res, path: Path, echo) -> None:
+    import polars as pl
+
     from analysis.infinite_compute import ensemble_beats_members
 
-    echo("Fitted laws (L = A/x^B + C, x in millions of parameters / tokens, or K; Kim et al. 2025):")
+    echo("Best loss per model size (final held-out loss, nats/token):")
+    best = res.best_per_n.filter(~pl.col("recipe").str.starts_with("ensemble"))
+    for (recipe,), sub in best.group_by("recipe", maintain_order=True):
+        cells = ", ".join(f"{int(n):,}: {v:.4f}" for n, v in zip(sub["N"], sub["loss"]))
+        mono = bool((sub.sort("N")["loss"].diff().drop_nulls() < 0).all())
+        echo(f"  {recipe:<12} {cells}  ({'falls' if mono else 'does NOT fall'} monotonically in N)")
+    echo("\nFitted laws (L = A/x^B + C, x in millions of parameters / tokens, or K; Kim et al. 2025):")
     laws = {f"{k} vs N": v for k, v in res.fits.items()}
     laws.update({f"ensemble of N={n:,} vs K": f for n, f in res.k_fits.items()})
-    laws["standard recipe vs unique tokens U"] = res.data_fit
+    laws[f"{getattr(res, 'reference', 'standard')} recipe vs unique tokens U"] = res.data_fit
     for name, fit in laws.items():
         echo(f"  {name:<36} {_law(fit)}")
-    echo("\nAsymptotes, 95% CI:")
+    echo("\nAsymptotes (95% CI from the fit's covariance; none for a law that is not identified):")
     for name, fit in laws.items():
-        if fit is not None:
-            echo(f"  {name:<36} {fit.C:.4f}  {_ci(fit)}")
+        echo(f"  {name:<36} {_asym(fit)}")
+    joint, reg = res.fits.get("ensemble (N,K->inf)"), res.fits.get("regularized")
+    if joint is not None and reg is not None and not _why_not(joint) and not _why_not(reg):
+        gap = reg.C - joint.C
+        (jlo, jhi), (rlo, rhi) = joint.ci(), reg.ci()
+        sep = "the CIs do not overlap" if jhi < rlo else "the CIs overlap"
+        echo(f"  joint ensemble asymptote vs regularized: {gap:+.4f} nats lower ({sep})")
     if res.ensemble.height:
         echo("\nEnsembles (logit averaging) against each of their members:")
         for line in ensemble_beats_members(res):
             echo(f"  {line}")
-    echo(f"\nData efficiency vs the standard recipe (1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")
+    echo(f"\nData efficiency vs the {getattr(res, 'reference', 'standard')} recipe "
+         f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")
     for row in res.multipliers.iter_rows(named=True):
-        echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row['data_multiplier'])}")
+        echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row)}")
     echo(f"\nReport: {path}\nFigure: {path.parent / 'recipes.png'}")
 
 
 @app.command("demo")
 def demo_cmd(
     root: Path = typer.Option(Path("runs"), "--root", help="Where the demo's sweep directory goes."),
-    full: bool = typer.Option(False, "--full", help="Run the whole CPU twin (< 30 min on 2 cores)."),
+    full: bool = typer.Option(False, "--full", help="Run the whole CPU twin (< 60 min on 2 cores)."),
     spec: Path | None = typer.Option(None, "--spec", hidden=True, help="Another sweep spec (tests)."),
     executor: str | None = typer.Option(None, "--executor", hidden=True, help="Override the spec's executor."),
 ) -> int:

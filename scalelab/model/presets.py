@@ -7,7 +7,7 @@ count at the Llama-3 vocabulary of 128,256 (see ``counts.py``): 154.1M, 299.6M, 
 
 CPU ladder: total parameters at the byte vocabulary (256), within 8% of the name
 (tests/scalelab/test_counts.py prints and checks them). Widths grow with depth; head_dim
-is 16 or 32; d_ff ≈ 8/3·d_model rounded to a multiple of 16 (Llama's SwiGLU ratio).
+is 16 or 32 (8-20 below 50k); d_ff ≈ 8/3·d_model rounded to a multiple of 16 (Llama's SwiGLU ratio).
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ def _shape(d: int, layers: int, heads: int, kv_heads: int, d_ff: int) -> ModelSh
 
 PRESETS: dict[str, ModelShape] = {
     # CPU ladder (vocab 256): name ~ total parameters.
+    # Below 50k (the CPU twin's small end, docs/calibration.md): embedding-dominated like
+    # Kim's 150M (85% embedding at vocab 128k); head_dim 8-20, d_ff ~ 2-3 d_model.
+    "cpu-5k": _shape(8, 1, 1, 1, 16),  # 4,760
+    "cpu-10k": _shape(12, 2, 1, 1, 32),  # 9,660
+    "cpu-15k": _shape(16, 2, 1, 1, 48),  # 14,928
+    "cpu-25k": _shape(24, 2, 2, 2, 64),  # 26,232
     "cpu-50k": _shape(32, 3, 2, 2, 80),  # 51,936
+    "cpu-80k": _shape(40, 3, 2, 2, 112),  # 80,280
     "cpu-100k": _shape(48, 3, 3, 3, 128),  # 107,856
     "cpu-250k": _shape(64, 4, 4, 4, 176),  # 234,048
     "cpu-500k": _shape(96, 4, 6, 6, 256),  # 492,384
