@@ -16,3 +16,13 @@ def parent_of(tree: Any, path: tuple) -> Any:
 
 def dump(tree: Any) -> str:
     return yaml.safe_dump(tree, sort_keys=False, default_flow_style=False)
+
+
+def paths(tree: Any, prefix: tuple = ()):
+    """(path, value) for every node of a tree of mappings and lists; list items get integer
+    path parts."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for k, v in items:
+        yield prefix + (k,), v
+        if isinstance(v, (dict, list)):
+            yield from paths(v, prefix + (k,))

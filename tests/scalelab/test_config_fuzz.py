@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _yamltree import dump, parent_of
+from _yamltree import dump, parent_of, paths
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,16 +38,7 @@ for _section, _values in EXAMPLE.items():
 VALID["extra"] = {"recipe": "standard", "tags": [1, 2.5, "x"]}
 
 
-def _paths(tree, prefix=()):
-    """(path, value) for every node; list items get integer path parts."""
-    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
-    for k, v in items:
-        yield prefix + (k,), v
-        if isinstance(v, (dict, list)):
-            yield from _paths(v, prefix + (k,))
-
-
-ALL = list(_paths(VALID))
+ALL = list(paths(VALID))
 KEYS = [p for p, _ in ALL if isinstance(p[-1], str)]
 LEAVES = [p for p, v in ALL if not isinstance(v, (dict, list))]
 DOTTED = list(strict.dotted_keys(RunConfig)) + ["extra.recipe", "extra.a.b", "distill.teacher.x"]

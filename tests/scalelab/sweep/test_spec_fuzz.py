@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from _waits import CEILING_S
-from _yamltree import dump, parent_of
+from _yamltree import dump, parent_of, paths
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,16 +67,7 @@ BAD_RULES = ["1e-8 *", "model.d_modl", "foo(1)", "1 / 0", "sqrt(-1)", "__import_
              "1e-8 * (model.d_model - 32) ** -1", "", "N > 1", "log(0)"]
 
 
-def _paths(tree, prefix=()):
-    """(path, value) for every node; list items get integer path parts."""
-    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
-    for k, v in items:
-        yield prefix + (k,), v
-        if isinstance(v, (dict, list)):
-            yield from _paths(v, prefix + (k,))
-
-
-ALL = list(_paths(VALID))
+ALL = list(paths(VALID))
 KEYS = [p for p, _ in ALL if isinstance(p[-1], str)]
 LEAVES = [p for p, v in ALL if not isinstance(v, (dict, list))]
 NUMERIC = [p for p, v in ALL if isinstance(v, (int, float)) and not isinstance(v, bool)]
