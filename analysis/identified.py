@@ -8,7 +8,10 @@ Pure numpy. Three ways it is not (each gives the reason, in words):
   mean level;
 - the loss at the largest x is above the best loss by more than the residual scatter: the
   curve has turned up (overfitting, as the standard recipe does in Kim et al. 2025), and a
-  monotone A/x^B + C through a U shape extrapolates nothing.
+  monotone A/x^B + C through a U shape extrapolates nothing;
+- the half-width of C's confidence interval exceeds the fitted fall across the data: the
+  asymptote is less certain than everything the points show (e.g. C = 1.1 +- 36 nats), so
+  any number derived from it (a data multiplier) is noise.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import numpy as np
 __all__ = ["why_not_identified"]
 
 
-def why_not_identified(B: float, C: float, x, y, fitted) -> str | None:
+def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | None = None) -> str | None:
     """The reason C is not identified (words only: no number of an unidentified fit is
-    written anywhere), or None. ``fitted``: the fit's values at ``x``."""
+    written anywhere), or None. ``fitted``: the fit's values at ``x``; ``c_halfwidth``: the
+    half-width of C's interval, where the fit has one (nan or inf: no finite interval)."""
     x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
     if B < 1e-3:
         return "B ~ 0: the loss does not fall with x, C is a mean level, not a limit"
@@ -35,4 +39,7 @@ def why_not_identified(B: float, C: float, x, y, fitted) -> str | None:
     if drop <= 2.0 * scatter:
         return ("the fitted fall across the data is within twice the residual scatter: the loss "
                 "does not resolvably fall with x, C is a mean level")
+    if c_halfwidth is not None and not c_halfwidth <= drop:
+        return ("the CI half-width of C exceeds the fitted fall across the data: the asymptote is "
+                "less certain than the whole observed fall, nothing pins it")
     return None

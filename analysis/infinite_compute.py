@@ -121,7 +121,11 @@ def unidentified(fit: AsymptoteFit | None) -> str | None:
     """Why C of a fit is not a limit of the data, or None (``analysis.identified``)."""
     if fit is None:
         return "not fitted"
-    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x))
+    half = None
+    if fit.x.size > 3:  # with 3 points there is no interval (reportable says so)
+        lo, hi = fit.ci()
+        half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
+    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half)
 
 
 def _best(frame: pl.DataFrame, by: str) -> pl.DataFrame:
@@ -271,7 +275,8 @@ def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = N
     or not identified."""
     count = n if n is not None else (fit.x.size if fit is not None else None)
     if count is not None and count < MIN_POINTS:
-        return f"{count} {what}, need >= {MIN_POINTS}"
+        noun = what[:-1] if count == 1 and what.endswith("s") else what
+        return f"{count} {noun}, need >= {MIN_POINTS}"
     if fit is None:
         return "not fitted (the fit failed; see the notes)"
     if not fit.has_ci or not np.isfinite(fit.ci()).all():

@@ -18,6 +18,8 @@ from analysis.plot_style import LOSS_LABEL, legend_outside, log_x, plt, style_of
 __all__ = ["plot_recipes"]
 
 _FIT_OF = {"ensemble (K->inf)": "ensemble (N,K->inf)"}
+"""The per-size K -> inf asymptotes are drawn with the joint (N, K -> inf) fit through them."""
+_LABEL = {"ensemble (K->inf)": "ensemble, K -> inf per size"}
 
 
 def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool, bool]:
@@ -55,7 +57,10 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
         style = style_of(recipe, i)
         fit = res.fits.get(_FIT_OF.get(recipe, recipe))
         why = reportable(fit, "sizes", n=x.size)
-        label = recipe if why is None else f"{recipe} ({why.split(':')[0]}: no asymptote)"
+        label = _LABEL.get(recipe, recipe)
+        if why is not None:
+            what = "joint N, K fit" if recipe in _FIT_OF else "fit"
+            label += f" (no {what}: {why.split(':')[0]})"
         ax.plot(x, y, style["marker"], color=style["color"], ms=6, mec="white", mew=0.6, zorder=3, label=label)
         drawn, band, dashed = _draw_fit(ax, fit, x, style)
         curves += drawn

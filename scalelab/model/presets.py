@@ -30,6 +30,7 @@ PRESETS: dict[str, ModelShape] = {
     # CPU ladder (vocab 256): name ~ total parameters.
     # Below 50k (the CPU twin's small end, docs/calibration.md): embedding-dominated like
     # Kim's 150M (85% embedding at vocab 128k); head_dim 8-20, d_ff ~ 2-3 d_model.
+    "cpu-2.2k": _shape(4, 1, 1, 1, 8),  # 2,220
     "cpu-5k": _shape(8, 1, 1, 1, 16),  # 4,760
     "cpu-10k": _shape(12, 2, 1, 1, 32),  # 9,660
     "cpu-15k": _shape(16, 2, 1, 1, 48),  # 14,928

@@ -101,6 +101,16 @@ def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
     # Non-monotone in N (the largest model is worst): B -> 0, C is a mean level.
     assert "does not fall" in unidentified(fit_asymptote([0.05, 0.1, 0.25, 0.5], [2.44, 2.41, 2.47, 2.59]))
     assert unidentified(fit_asymptote([1, 2, 3, 4], _law([1, 2, 3, 4], 0.3, 1.0, 2.4))) is None
+    # A shallow law (B = 0.15) over 16x with 0.006-nat scatter: C's 95% CI (1.31, 2.72) is
+    # wider than the 0.17-nat fall the fit shows across the data: nothing pins C.
+    x = np.array([1, 2, 4, 8, 16.0])
+    shallow = fit_asymptote(x, _law(x, 0.5, 0.15, 1.9) + np.array([0.004, -0.006, 0.005, -0.003, 0.002]))
+    lo, hi = shallow.ci()
+    assert (hi - lo) / 2 > shallow(x[0]) - shallow(x[-1])
+    assert "CI half-width of C exceeds the fitted fall" in unidentified(shallow)
+    # The same law, 10x less scatter: the interval shrinks inside the fall, identified.
+    tight = fit_asymptote(x, _law(x, 0.5, 0.15, 1.9) + np.array([0.0004, -0.0006, 0.0005, -0.0003, 0.0002]))
+    assert unidentified(tight) is None
     runs, *_ = _runs()
     ens = _ensembles()
     n0 = int(N[0])

@@ -59,9 +59,9 @@ def test_recipe_filters_and_missing_sizes(sweep_copy, capsys):
     assert run(argv) == 0
     out = capsys.readouterr().out
     assert "recipes from --recipe filters: standard (5 sizes), small (1 sizes)" in out
-    assert "small vs N: 1 sizes, need >= 4" in out
+    assert "small vs N: 1 size, need >= 4" in out
     ic = (sweep_copy / "report" / "infinite_compute.md").read_text()
-    assert "small vs N: 1 sizes, need >= 4" in ic
+    assert "small vs N: 1 size, need >= 4" in ic
 
 
 @pytest.mark.parametrize("argv, message", [

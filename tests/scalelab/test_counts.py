@@ -76,7 +76,7 @@ def test_cpu_ladder_lands_near_its_names(name):
 
 def test_cpu_ladder_grows():
     totals = [param_counts(s, 256).total for n, s in PRESETS.items() if n.startswith("cpu-")]
-    assert totals == sorted(totals) and len(totals) == 12  # 7 + the 5 small presets (docs/calibration.md)
+    assert totals == sorted(totals) and len(totals) == 13  # 7 + the 6 small presets (docs/calibration.md)
 
 
 # The counter sees every matmul (aten.mm/bmm) of a forward + backward pass; the math SDPA
