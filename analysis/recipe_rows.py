@@ -6,7 +6,8 @@
    ``analysis.select`` (typed by the column's dtype, unknown columns with a did-you-mean);
 2. the runs table's ``recipe`` column (``extra.recipe`` of the spec, via ``scalelab collect``):
    one recipe per distinct non-null value;
-3. Kim's block layout (``sweeps/demo.yaml``): in the ``tuned`` block, "standard" is the
+3. Kim's block layout (``sweeps/demo.yaml``): in the ``tuned`` block and any block named
+   ``tuned-*`` (extra tuning cells, e.g. longer training for some sizes), "standard" is the
    runs at the reference weight decay and "regularized" all of them (the best over wd).
 
 Pure polars; the sizes (N) of a recipe are then taken from its rows.
@@ -73,14 +74,14 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Mapping[str, str]] | 
                        key=lambda v: (v != "standard", v))  # the usual reference first
         if names:
             return RecipeRows({n: pl.col("recipe") == n for n in names}, "the runs' `recipe` column (extra.recipe)")
-    if "block" in runs.columns and (runs["block"] == tuned_block).any():
-        tuned = pl.col("block") == tuned_block
+    tuned = (pl.col("block") == tuned_block) | pl.col("block").str.starts_with(f"{tuned_block}-")
+    if "block" in runs.columns and runs.select(tuned.any()).item():
         if "optim.weight_decay" in runs.columns:
             ref = (pl.col("optim.weight_decay").cast(pl.Float64) - ref_wd).abs() <= 1e-12 * max(ref_wd, 1.0)
         else:
             ref = pl.lit(True)
         return RecipeRows({"standard": tuned & ref, "regularized": tuned},
-                          f"block '{tuned_block}' (standard: weight decay {ref_wd:g}; regularized: best over wd)")
+                          f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; regularized: best over wd)")
     raise AnalysisInputError(
         "no recipes found: the runs have no `recipe` column (set extra.recipe in the spec), no "
         f"'{tuned_block}' block, and no --recipe NAME=key=value filter was given")
