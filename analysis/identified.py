@@ -6,9 +6,9 @@ Pure numpy. Three ways it is not (each gives the reason, in words):
 - the fitted fall across the data, L(x_min) - L(x_max), is within twice the residual
   scatter: the curve's shape is noise (typically a huge B with a tiny A), C is again a
   mean level;
-- the loss at the largest x is above the best loss by more than the residual scatter: the
-  curve has turned up (overfitting, as the standard recipe does in Kim et al. 2025), and a
-  monotone A/x^B + C through a U shape extrapolates nothing;
+- some point lies above the best loss at a smaller x by more than the residual scatter: the
+  loss rises again with x (overfitting, as the standard recipe does in Kim et al. 2025), and
+  a monotone A/x^B + C through such points extrapolates nothing;
 - the half-width of C's confidence interval exceeds the fitted fall across the data: the
   asymptote is less certain than everything the points show (e.g. C = 1.1 +- 36 nats), so
   any number derived from it (a data multiplier) is noise.
@@ -21,20 +21,24 @@ import numpy as np
 __all__ = ["why_not_identified"]
 
 
-def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | None = None) -> str | None:
+def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | None = None,
+                       n_free: int = 3) -> str | None:
     """The reason C is not identified (words only: no number of an unidentified fit is
     written anywhere), or None. ``fitted``: the fit's values at ``x``; ``c_halfwidth``: the
-    half-width of C's interval, where the fit has one (nan or inf: no finite interval)."""
+    half-width of C's interval, where the fit has one (nan or inf: no finite interval);
+    ``n_free``: the fit's free parameters (2 when B is fixed), for the residual scatter."""
     x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
     if B < 1e-3:
         return "B ~ 0: the loss does not fall with x, C is a mean level, not a limit"
     if C < 1e-2 * float(np.min(y)):  # within 1% of the bound
         return "C at its bound 0: the points do not bend, no asymptote is identified"
-    scatter = float(np.sqrt(np.sum((y - fitted) ** 2) / max(y.size - 3, 1)))
-    rise = float(y[np.argmax(x)] - np.min(y))
+    scatter = float(np.sqrt(np.sum((y - fitted) ** 2) / max(y.size - n_free, 1)))
+    by_x = y[np.argsort(x, kind="stable")]
+    rise = float(np.max(by_x - np.minimum.accumulate(by_x)))  # above the best at smaller x
     if rise > max(scatter, 1e-12):
-        return ("the loss rises again at the largest x (it turned up: overfitting), so the "
-                "points are not a falling curve and no asymptote is identified")
+        return ("the loss rises again with x (a point is above the best loss at a smaller x by more "
+                "than the residual scatter: overfitting), so the points are not a falling curve "
+                "and no asymptote is identified")
     drop = float(fitted[np.argmin(x)] - fitted[np.argmax(x)])
     if drop <= 2.0 * scatter:
         return ("the fitted fall across the data is within twice the residual scatter: the loss "

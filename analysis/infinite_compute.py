@@ -11,7 +11,8 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   (``analysis.recipes.fit_asymptote``, Kim's plain least squares; N in millions here, which
   rescales A only) -> the N -> inf asymptote C with a t-interval from curve_fit's covariance.
 - **ensembles** (``<sweep>/ensembles/evals.parquet``, logit averaging): per N, loss vs K as
-  A/K^B + C (K -> inf), then those asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
+  A/K + C (``recipes.ensemble_asymptote``: B = 1, the ensemble's variance term), then those
+  K -> inf asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
 - **distillation**: the students' losses, against the single model of their size and its
   teacher ensemble ("share of the ensembling gain kept").
 - **data efficiency**: the reference (standard) recipe's best loss at each budget U fitted as A/U^B + C
@@ -48,6 +49,7 @@ from analysis.recipes import (
     compare_asymptotes,
     data_efficiency,
     data_efficiency_interval,
+    ensemble_asymptote,
     fit_asymptote,
 )
 
@@ -103,7 +105,7 @@ class RecipeAnalysis:
     """Whether ensemble evals were given."""
 
 
-def _fit(x, y, notes: list[str], what: str) -> AsymptoteFit | None:
+def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.size < 3:
         notes.append(f"{what}: {x.size} point(s), need >= 3 for A/x^B + C; not fitted")
@@ -111,7 +113,7 @@ def _fit(x, y, notes: list[str], what: str) -> AsymptoteFit | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return fit_asymptote(x, y)
+            return law(x, y)
     except (RuntimeError, ValueError, AnalysisInputError) as err:
         notes.append(f"{what}: fit failed ({err})")
         return None
@@ -122,10 +124,10 @@ def unidentified(fit: AsymptoteFit | None) -> str | None:
     if fit is None:
         return "not fitted"
     half = None
-    if fit.x.size > 3:  # with 3 points there is no interval (reportable says so)
+    if fit.x.size > fit.n_free:  # else there is no interval (reportable says so)
         lo, hi = fit.ci()
         half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
-    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half)
+    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half, n_free=fit.n_free)
 
 
 def _best(frame: pl.DataFrame, by: str) -> pl.DataFrame:
@@ -151,7 +153,7 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str]):
     members = (ensembles.filter(pl.col("method") == "member")
                .select(pl.col("N").cast(pl.Float64), "member", "loss").sort("N", "member"))
     for (n,), sub in ens.group_by("N", maintain_order=True):
-        k_fits[int(n)] = f = _fit(sub["K"], sub["loss"], notes, f"ensemble of N={int(n)} vs K")
+        k_fits[int(n)] = f = _fit(sub["K"], sub["loss"], notes, f"ensemble of N={int(n)} vs K", ensemble_asymptote)
         if (why := unidentified(f)) is None:
             k_asym.append((n, f.C))
         else:

@@ -5,7 +5,8 @@
    (``scalelab report --recipe``); each ``key=value`` is a ``--where`` condition of
    ``analysis.select`` (typed by the column's dtype, unknown columns with a did-you-mean);
 2. the runs table's ``recipe`` column (``extra.recipe`` of the spec, via ``scalelab collect``):
-   one recipe per distinct non-null value;
+   one recipe per distinct non-null value, unless the sweep has Kim's ``tuned`` block and
+   none of its runs is tagged (then only students carry a tag: the block layout applies);
 3. Kim's block layout (``sweeps/demo.yaml``): in the ``tuned`` block and any block named
    ``tuned-*`` (extra tuning cells, e.g. longer training for some sizes), "standard" is the
    runs at the reference weight decay and "regularized" all of them (the best over wd).
@@ -69,19 +70,23 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Mapping[str, str]] | 
     what is missing when none can be found."""
     if filters:
         return _from_filters(runs, filters)
-    if "recipe" in runs.columns:
+    tuned = (pl.col("block") == tuned_block) | pl.col("block").str.starts_with(f"{tuned_block}-")
+    in_tuned = runs.filter(tuned) if "block" in runs.columns else runs.clear()
+    # Kim's layout with untagged tuned runs (only the students carry extra.recipe)?
+    layout = in_tuned.height > 0 and ("recipe" not in runs.columns or in_tuned["recipe"].null_count() == in_tuned.height)
+    if "recipe" in runs.columns and not layout:
         names = sorted((v for v in runs["recipe"].drop_nulls().unique().to_list() if v != ""),
                        key=lambda v: (v != "standard", v))  # the usual reference first
         if names:
             return RecipeRows({n: pl.col("recipe") == n for n in names}, "the runs' `recipe` column (extra.recipe)")
-    tuned = (pl.col("block") == tuned_block) | pl.col("block").str.starts_with(f"{tuned_block}-")
-    if "block" in runs.columns and runs.select(tuned.any()).item():
+    if in_tuned.height:  # Kim's layout; students and ensembles are found by their blocks
         if "optim.weight_decay" in runs.columns:
             ref = (pl.col("optim.weight_decay").cast(pl.Float64) - ref_wd).abs() <= 1e-12 * max(ref_wd, 1.0)
         else:
             ref = pl.lit(True)
         return RecipeRows({"standard": tuned & ref, "regularized": tuned},
-                          f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; regularized: best over wd)")
+                          f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; "
+                          "regularized: best over wd)")
     raise AnalysisInputError(
         "no recipes found: the runs have no `recipe` column (set extra.recipe in the spec), no "
         f"'{tuned_block}' block, and no --recipe NAME=key=value filter was given")

@@ -7,8 +7,16 @@ compute-optimal allocation (Hoffmann et al. 2022; ANCHORS.md §7).
   it over N along D = C/(6N) for a unique-token budget U (1-D bounded search in log N).
 - ``fit_asymptote``: Kim et al.'s A/x^B + C by plain least squares
   (``scipy.optimize.curve_fit``, p0 = [1, 0.5, 2], all bounds [0, inf)), x in billions
-  (parameters, tokens) or the member count K. Used for the ensemble law over K, the joint
-  N, K asymptote (fit the per-N K->inf asymptotes vs N) and data scaling.
+  (parameters, tokens) or the member count K. Used for the joint N, K asymptote (fit the
+  per-N K->inf asymptotes vs N) and data scaling. ``fixed_B`` holds B at a value (then
+  two free parameters, and n - 2 degrees of freedom for the intervals).
+- ``ensemble_asymptote``: the loss of a K-member ensemble as A/K + C (B = 1). For iid
+  members the loss of their average exceeds its K -> inf limit by a variance term
+  proportional to 1/K: exactly for squared error (the bias-variance decomposition of an
+  average; Krogh & Vedelsby 1995, the ambiguity decomposition), and to second order for
+  cross-entropy of averaged logits (Wood et al. 2023, "A Unified Theory of Diversity in
+  Ensemble Learning", arXiv 2301.03962). A free B is not identified from K <= 5 members
+  (the demo's 4-member ensemble: C's 95% CI spans 4 nats with B free, 0.06 with B = 1).
 - ``data_efficiency``: invert a recipe's data-scaling fit L(D) = A/D^B + C,
   D_eff(L) = (A/(L - C))^(1/B); multiplier = D_eff(L_new) / D_eff(L_ref).
 - ``data_efficiency_interval``: a CI for that multiplier, drawing (A, B, C) of the data
@@ -49,9 +57,11 @@ class AsymptoteFit:
     A: float
     B: float
     C: float
-    cov: np.ndarray  # (3, 3) for (A, B, C)
+    cov: np.ndarray  # (3, 3) for (A, B, C); row and column of B are 0 when B is fixed
     x: np.ndarray
     y: np.ndarray
+    n_free: int = 3
+    """Free parameters: 3, or 2 when B was held fixed (``fit_asymptote(fixed_B=...)``)."""
 
     def __call__(self, x) -> np.ndarray:
         return self.A / np.asarray(x, dtype=float) ** self.B + self.C
@@ -72,31 +82,37 @@ class AsymptoteFit:
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
 
     @property
+    def dof(self) -> int:
+        """Residual degrees of freedom, n - free parameters (at least 1)."""
+        return max(self.x.size - self.n_free, 1)
+
+    @property
     def has_ci(self) -> bool:
         """More points than parameters and a finite covariance: an interval exists."""
-        return self.x.size > 3 and bool(np.all(np.isfinite(self.cov)))
+        return self.x.size > self.n_free and bool(np.all(np.isfinite(self.cov)))
 
     def band(self, x, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise delta-method interval of the fitted curve at ``x`` (t, n - 3 dof)."""
+        """Pointwise delta-method interval of the fitted curve at ``x`` (t, ``dof``)."""
         x = np.asarray(x, dtype=float)
         jac = np.stack([x**-self.B, -self.A * np.log(x) * x**-self.B, np.ones_like(x)], axis=1)
         sd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", jac, self.cov, jac), 0, None))
-        h = stats.t.ppf(0.5 + level / 2, max(self.x.size - 3, 1)) * sd
+        h = stats.t.ppf(0.5 + level / 2, self.dof) * sd
         mid = self(x)
         return mid - h, mid + h
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Student-t interval on C with n - 3 degrees of freedom (wide with 4 points)."""
-        dof = max(self.x.size - 3, 1)
-        h = stats.t.ppf(0.5 + level / 2, dof) * self.se["C"]
+        """Student-t interval on C with ``dof`` degrees of freedom (wide with 4 points)."""
+        h = stats.t.ppf(0.5 + level / 2, self.dof) * self.se["C"]
         return (self.C - h, self.C + h)
 
     def __str__(self) -> str:
-        return f"{self.A:.4g}/x^{self.B:.4g} + {self.C:.4f}"
+        power = "x" if self.n_free == 2 and self.B == 1.0 else f"x^{self.B:.4g}"
+        return f"{self.A:.4g}/{power} + {self.C:.4f}"
 
 
-def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0)) -> AsymptoteFit:
-    """Kim et al.'s fit of A/x^B + C (ANCHORS §7 "Power law with asymptote")."""
+def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0), fixed_B: float | None = None) -> AsymptoteFit:
+    """Kim et al.'s fit of A/x^B + C (ANCHORS §7 "Power law with asymptote"); with
+    ``fixed_B``, A/x^fixed_B + C (A and C free)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 3:
@@ -106,6 +122,15 @@ def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0)) -> AsymptoteFit:
     if np.any(x <= 0) or not np.all(np.isfinite(y)):
         raise AnalysisInputError("x must be > 0 and y finite")
 
+    if fixed_B is not None:
+        def f2(xx, A, C):
+            return A / xx**fixed_B + C
+
+        popt, pcov2 = optimize.curve_fit(f2, x, y, p0=[p0[0], p0[2]], bounds=([0, 0], [np.inf] * 2))
+        pcov = np.zeros((3, 3))
+        pcov[np.ix_([0, 2], [0, 2])] = pcov2
+        return AsymptoteFit(float(popt[0]), float(fixed_B), float(popt[1]), cov=pcov, x=x, y=y, n_free=2)
+
     def f(xx, A, B, C):
         return A / xx**B + C
 
@@ -114,8 +139,9 @@ def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0)) -> AsymptoteFit:
 
 
 def ensemble_asymptote(K, loss) -> AsymptoteFit:
-    """Loss of a K-member (logit-averaged) ensemble vs K as A/K^B + C; C is K -> inf."""
-    return fit_asymptote(K, loss)
+    """Loss of a K-member (logit-averaged) ensemble vs K as A/K + C; C is K -> inf (the
+    module docstring says why B = 1)."""
+    return fit_asymptote(K, loss, fixed_B=1.0)
 
 
 def joint_asymptote(N_billions, k_asymptotes) -> AsymptoteFit:

@@ -30,9 +30,16 @@ def test_joint_n_k_asymptote_matches_kim():
 
 def test_ensemble_law_over_k_recovers_its_asymptote():
     K = np.arange(1, 6)
-    loss = 0.4 / K**1.1 + 3.27
-    fit = ensemble_asymptote(K, loss)
-    assert fit.C == pytest.approx(3.27, abs=1e-6) and fit.B == pytest.approx(1.1, abs=1e-5)
+    fit = ensemble_asymptote(K, 0.4 / K + 3.27)  # A/K + C: B held at 1
+    assert fit.C == pytest.approx(3.27, abs=1e-6) and fit.A == pytest.approx(0.4, rel=1e-6)
+    assert fit.B == 1.0 and fit.n_free == 2 and fit.dof == 3
+    # 5 members with 0.005-nat scatter: B = 1 pins C to within 0.05 nats (95%); a free B
+    # leaves C's interval several times wider (the reason the ensemble law fixes it).
+    noisy = 0.4 / K + 3.27 + np.array([0.004, -0.005, 0.003, 0.002, -0.004])
+    lo, hi = ensemble_asymptote(K, noisy).ci()
+    assert lo < 3.27 < hi and hi - lo < 0.05
+    free_lo, free_hi = fit_asymptote(K, noisy).ci()
+    assert free_hi - free_lo > 5 * (hi - lo)
 
 
 def test_effective_data_inverts_the_data_scaling_law():
