@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis._atomic import write_text_atomic
+from analysis.distill_share import share_lines
 from analysis.errors import AnalysisInputError
 from analysis.infinite_compute import (
     MIN_POINTS,
@@ -99,7 +100,7 @@ def section_status(res: RecipeAnalysis) -> list[str]:
     if not res.students.height:
         lines.append("distillation: no student runs (blocks distill-ensemble, self-distill)")
     else:
-        lines.append(f"distillation: {res.students.height} student run(s)")
+        lines += [f"distillation: {line}" for line in share_lines(res)]
     return lines + _data_lines(res)
 
 
@@ -119,8 +120,9 @@ def _multiplier_table(res: RecipeAnalysis) -> list[str]:
 def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
     md = [f"# {title}", "",
           f"Base budget U0 = {res.U0:,.0f} unique tokens. Loss: final held-out loss (nats/token). Fits: "
-          "A/x^B + C by least squares (Kim et al. 2025), x = N or U in millions; CIs are t-intervals "
-          f"from curve_fit's covariance with n - 3 degrees of freedom. An asymptote is written only "
+          "A/x^B + C by least squares (Kim et al. 2025), x = N or U in millions, and A/K + C over "
+          "ensemble members K; CIs are t-intervals from curve_fit's covariance with n minus the free "
+          f"parameters (3, or 2 for A/K + C) degrees of freedom. An asymptote is written only "
           f"with >= {MIN_POINTS} points, a finite CI and an identified fit.", "",
           "## Sections", ""] + [f"- {line}" for line in section_status(res)] + ["",
           "![recipes](recipes.png)", "", "## Asymptotes (N -> infinity)", ""]
@@ -137,7 +139,7 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
         md += [f"- {line}" for line in ensemble_beats_members(res)] + [""]
     md += [f"- {line}" for line in _ensemble_lines(res)] + [""]
     md += ["## Distilled students", ""]
-    md += ([_md(res.students), ""] if res.students.height
+    md += ([_md(res.students), ""] + [f"- {line}" for line in share_lines(res)] + [""] if res.students.height
            else ["- no student runs (blocks distill-ensemble, self-distill)", ""])
     md += [f"## Data efficiency vs the {res.reference} recipe", ""]
     md += [f"- {line}" for line in _data_lines(res)] + [""]

@@ -151,12 +151,20 @@ def _summary(res, path: Path, echo) -> None:
     joint, reg = res.fits.get("ensemble (N,K->inf)"), res.fits.get("regularized")
     if joint is not None and reg is not None and not _why_not(joint) and not _why_not(reg):
         gap = reg.C - joint.C
-        (jlo, jhi), (rlo, rhi) = joint.ci(), reg.ci()
-        sep = "the CIs do not overlap" if jhi < rlo else "the CIs overlap"
-        echo(f"  joint ensemble asymptote vs regularized: {gap:+.4f} nats lower ({sep})")
+        (jlo, jhi), (rlo, _) = joint.ci(), reg.ci()
+        beyond = "more" if gap > (jhi - jlo) / 2 else "LESS"
+        sep = "the two CIs do not overlap" if jhi < rlo else "the two CIs overlap"
+        echo(f"  joint (N,K->inf) vs regularized: {gap:+.4f} nats lower, {beyond} than the joint CI's "
+             f"half-width {(jhi - jlo) / 2:.4f}; {sep}")
     if res.ensemble.height:
         echo("\nEnsembles (logit averaging) against each of their members:")
         for line in ensemble_beats_members(res):
+            echo(f"  {line}")
+    if res.students.height:
+        from analysis.distill_share import share_lines
+
+        echo("\nDistilled students (share of the ensembling gain kept: (single - student) / (single - ensemble)):")
+        for line in share_lines(res):
             echo(f"  {line}")
     echo(f"\nData efficiency vs the {getattr(res, 'reference', 'standard')} recipe "
          f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")

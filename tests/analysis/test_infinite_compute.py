@@ -126,3 +126,21 @@ def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
     res = analyze(runs, ens)
     assert any(f"N={n0:,} vs K" in n and "joint" in n for n in res.notes)
     assert res.fits["ensemble (N,K->inf)"].x.size == 3  # the other three sizes
+
+
+def test_student_share_of_the_ensembling_gain():
+    from analysis.distill_share import share_lines, student_shares
+
+    runs, *_ = _runs()
+    res = analyze(runs, _ensembles())
+    n = 1e5  # the student's size (runs above)
+    single = _law(n / 1e6, 0.3, 0.6, 2.3)  # the regularized recipe's best at n
+    ens4 = _law(4, 0.3, 1.0, _law(n / 1e6, 0.2, 0.8, 2.1))  # its K = 4 ensemble
+    row = student_shares(res).row(0, named=True)
+    assert row["K"] == 4 and row["why"] is None
+    assert row["single"] == pytest.approx(single, abs=1e-12) and row["ensemble"] == pytest.approx(ens4, abs=1e-12)
+    assert row["share"] == pytest.approx((single - 2.9) / (single - ens4), rel=1e-12)
+    assert f"keeps {100 * row['share']:.0f}% of the ensembling gain" in share_lines(res)[0]
+    # Without ensembles there is no gain to share: the reason, not a number.
+    lone = student_shares(analyze(runs, None)).row(0, named=True)
+    assert lone["share"] is None and "no ensemble of N=100,000" in lone["why"]

@@ -42,7 +42,7 @@ def test_a_tagged_sweep_uses_its_recipe_column():
     runs = _runs(["standard", "wide", "wide", None, "distill-ensemble"])
     rows = find_recipes(runs)
     assert _names(runs, rows) == {"standard": ["t_a"], "distill-ensemble": ["student"], "wide": ["t_b", "best_a"]}
-    assert list(rows.predicates)[0] == "standard"
+    assert next(iter(rows.predicates)) == "standard"
 
 
 def test_filters_win_and_nothing_found_says_what_is_missing():
