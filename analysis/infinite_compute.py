@@ -10,6 +10,9 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   runs share), fitted as A/N^B + C
   (``analysis.recipes.fit_asymptote``, Kim's plain least squares; N in millions here, which
   rescales A only) -> the N -> inf asymptote C with a t-interval from curve_fit's covariance.
+- **regularized, mean of seeds**: where an ensemble's members are seeds of the regularized
+  recipe's best cell at N (member 0 is that run), the mean over them replaces the single
+  best run, and is fitted the same way (``_seed_means``).
 - **ensembles** (``<sweep>/ensembles/evals.parquet``, logit averaging): per N, loss vs K as
   A/K + C (``recipes.ensemble_asymptote``: B = 1, the ensemble's variance term), then those
   K -> inf asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
@@ -161,6 +164,28 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str]):
     return ens, members, k_fits, k_asym
 
 
+SEED_MEAN_OF = "regularized"
+SEED_MEAN = "regularized, mean of seeds"
+"""The recipe whose best run per size is re-estimated as the mean over that cell's seeds."""
+
+
+def _seed_means(best: pl.DataFrame, members: pl.DataFrame, recipe: str) -> pl.DataFrame:
+    """Per N where an ensemble's member 0 *is* ``recipe``'s best run (the same loss): the
+    mean loss of its members, i.e. of that best cell over its seeds (init and data order).
+    One run's final loss scatters by 0.01-0.03 nats across seeds (docs/calibration.md), and
+    the best of a grid of single runs is biased low by it; the mean over M seeds is not, and
+    scatters sqrt(M) times less. Empty unless >= MIN_POINTS sizes have >= 2 seeds."""
+    chosen = best.filter(pl.col("recipe") == recipe).select("N", pl.col("loss").alias("best"))
+    m0 = members.filter(pl.col("member") == 0).select("N", pl.col("loss").alias("m0"))
+    same = chosen.join(m0, on="N").filter((pl.col("best") - pl.col("m0")).abs() <= 1e-9)
+    means = (members.join(same.select("N"), on="N").group_by("N")
+             .agg(pl.col("loss").mean(), pl.len().alias("seeds")).filter(pl.col("seeds") >= 2).sort("N"))
+    if means.height < MIN_POINTS:
+        return means.clear().select("N", "loss", pl.lit("").alias("name"), pl.lit("").alias("recipe"))
+    return means.select("N", "loss", (pl.lit("mean of ") + pl.col("seeds").cast(pl.String) + " seeds").alias("name"),
+                        pl.lit(SEED_MEAN).alias("recipe"))
+
+
 def _multipliers(cand: list[tuple[str, float, float]], data_fit: AsymptoteFit | None,
                  ref_loss: float) -> pl.DataFrame:
     """recipe | loss | data_multiplier | lo | hi | why: a multiplier only with its interval."""
@@ -220,6 +245,9 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         fits[recipe] = _fit(sub["N"] / SCALE, sub["loss"], notes, f"{recipe} vs N")
 
     ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes)
+    if (means := _seed_means(best, members, SEED_MEAN_OF)).height:
+        fits[SEED_MEAN] = _fit(means["N"] / SCALE, means["loss"], notes, f"{SEED_MEAN} vs N")
+        best = pl.concat([best, means.select(best.columns)])
     if len(k_asym) >= 3:
         n_arr, c_arr = np.array(k_asym).T
         fits["ensemble (N,K->inf)"] = _fit(n_arr / SCALE, c_arr, notes, "ensemble asymptotes vs N")

@@ -144,3 +144,25 @@ def test_student_share_of_the_ensembling_gain():
     # Without ensembles there is no gain to share: the reason, not a number.
     lone = student_shares(analyze(runs, None)).row(0, named=True)
     assert lone["share"] is None and "no ensemble of N=100,000" in lone["why"]
+
+
+def test_seed_mean_of_the_regularized_cell():
+    from analysis.infinite_compute import SEED_MEAN
+
+    runs, *_ = _runs()
+    offsets = [0.0, 0.02, 0.04, -0.01]  # member 0 is the regularized best run itself
+    rows = []
+    for n in N:
+        best_reg = _law(n / 1e6, 0.3, 0.6, 2.3)
+        rows += [dict(N=int(n), members=1, method="member", member=m, loss=best_reg + d) for m, d in enumerate(offsets)]
+        rows += [dict(N=int(n), members=k, method="logits", member=None, loss=best_reg - 0.05 * (1 - 1 / k))
+                 for k in (1, 2, 3, 4)]
+    res = analyze(runs, pl.DataFrame(rows))
+    means = res.best_per_n.filter(pl.col("recipe") == SEED_MEAN).sort("N")
+    expect = _law(N / 1e6, 0.3, 0.6, 2.3) + np.mean(offsets)
+    np.testing.assert_allclose(means["loss"], expect, rtol=0, atol=1e-12)
+    assert set(means["name"]) == {"mean of 4 seeds"}
+    assert res.fits[SEED_MEAN].C == pytest.approx(2.3 + np.mean(offsets), abs=1e-5)
+    # An ensemble in another cell (member 0 is not the best run): no seed mean is formed.
+    other = analyze(runs, pl.DataFrame(rows).with_columns(pl.col("loss") + 0.5))
+    assert SEED_MEAN not in other.fits and other.best_per_n.filter(pl.col("recipe") == SEED_MEAN).height == 0
