@@ -1,7 +1,7 @@
 """Scaling-law analysis: laws, fits with asymptotes and CIs, recipes, plots, reports.
 
 Depends on numpy, scipy, polars and matplotlib only (never torch, never scalelab), so
-fits run on a laptop. Public names follow DESIGN.md §8::
+fits run on a laptop. Public names::
 
     from analysis import Chinchilla, fit_law, load_epoch_chinchilla
     fit = fit_law(Chinchilla(), load_epoch_chinchilla())

@@ -1,6 +1,6 @@
 """Nonparametric bootstrap of a fit: resample points with replacement, refit, summarise.
 
-Procedure (the resampling Epoch used for its SEs, ANCHORS.md §7):
+Procedure (the resampling Epoch used for its SEs: Besiroglu et al. 2024, arXiv 2404.10102):
 - all ``n`` resamples are drawn up front from ``numpy.random.default_rng(seed)`` as
   index draws turned into per-point counts (n, n_points), so the result depends on the
   seed only, never on the number of workers;

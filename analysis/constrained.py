@@ -1,4 +1,4 @@
-"""Two-stage DataConstrained fit (Muennighoff et al. 2023, Section 5; ANCHORS.md §7).
+"""Two-stage DataConstrained fit (Muennighoff et al. 2023, arXiv 2305.16264, Section 5).
 
 Stage 1 fits the base Chinchilla law on the runs where the data-constrained law reduces
 to it: one epoch or less (D <= U, so D' = D) and no excess parameters (N <= N_opt(U),

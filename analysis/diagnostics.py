@@ -5,7 +5,7 @@ Two checks, each returning human-readable warnings (the fitter emits them as
 
 1. Too few points per free parameter: n < ``MIN_POINTS_PER_PARAM`` * P_free. With 4 points
    and 3 parameters a power law nearly interpolates and its asymptote is fragile
-   (ANCHORS.md §8, Kim et al.).
+   (Kim et al. 2025, arXiv 2509.14786).
 2. A flat valley: the Hessian of the objective at the optimum (internal parametrisation,
    central differences of the analytic gradient, step 1e-5) is brought to correlation
    form Hc = H / sqrt(diag H diag H^T), whose eigenvalues are scale-free and sum to P
@@ -13,9 +13,9 @@ Two checks, each returning human-readable warnings (the fitter emits them as
    negative, which counts as flat too). An eigenvalue below ``FLAT_EIGENVALUE`` means
    some combination of parameters changes the objective about 10^4 times less than
    each parameter alone: a valley along which the data cannot choose (Epoch's A, B
-   valley: ANCHORS.md §7). The warning names the parameters with weight >= 0.3 in that
-   eigenvector. A parameter with no curvature at all (diag H <= 0) is reported as not
-   identified.
+   valley: Besiroglu et al. 2024, arXiv 2404.10102). The warning names the parameters
+   with weight >= 0.3 in that eigenvector. A parameter with no curvature at all
+   (diag H <= 0) is reported as not identified.
 
 ``at_bounds`` finds the free parameters a fit left at their box bound (``fit._box``): the
 box, not the data, chose those values, so they are reported as not identified, never as

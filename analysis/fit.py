@@ -1,4 +1,5 @@
-"""``fit_law``: multi-start, Huber-in-log-space fits of a scaling law (ANCHORS.md §7).
+"""``fit_law``: multi-start, Huber-in-log-space fits of a scaling law (Besiroglu et al. 2024,
+arXiv 2404.10102, and its code epoch-research/analyzing-chinchilla).
 
 What a fit does, exactly (``starts="grid"``):
 

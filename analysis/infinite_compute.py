@@ -1,4 +1,4 @@
-"""Recipes under a fixed data budget and unlimited compute (Kim et al. 2025, ANCHORS.md §8).
+"""Recipes under a fixed data budget and unlimited compute (Kim et al. 2025, arXiv 2509.14786).
 
 Recipes are found by ``analysis.recipe_rows``: explicit filters, else the runs' ``recipe``
 column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` /

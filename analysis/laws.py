@@ -1,7 +1,8 @@
 """Scaling laws with an asymptote, written in the log-space form the fitter uses.
 
 Every law predicts ``log L`` as a log-sum-exp of terms that are linear in its internal
-parameters (ANCHORS.md §7, Besiroglu et al. 2024 / Hoffmann et al. 2022 Appendix D.2):
+parameters (Besiroglu et al. 2024, arXiv 2404.10102 / Hoffmann et al. 2022, arXiv 2203.15556,
+Appendix D.2):
 
     PowerLaw        L = A / x^alpha + E           log L = LSE(a - alpha log x, e)
     Chinchilla      L = E + A/N^alpha + B/D^beta  log L = LSE(a - alpha log N, b - beta log D, e)
@@ -140,7 +141,7 @@ def _grid(*values: float) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-_EXP_GRID = _grid(0.0, 0.5, 1.0, 1.5, 2.0)  # alpha, beta: ANCHORS §7
+_EXP_GRID = _grid(0.0, 0.5, 1.0, 1.5, 2.0)  # alpha, beta: Besiroglu et al. 2024's grid
 _E_GRID = _grid(-1.0, -0.5, 0.0, 0.5, 1.0)  # e = log E
 _AB_GRID = _grid(0.0, 5.0, 10.0, 15.0, 20.0, 25.0)  # a, b = log A, log B
 _LOG_BOX = (-30.0, 60.0)
@@ -236,7 +237,7 @@ def _decay_terms(x: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 @dataclass(frozen=True)
 class DataConstrained(Law):
-    """Muennighoff et al. 2023: L = E + A/N'^alpha + B/D'^beta with (ANCHORS §7)
+    """Muennighoff et al. 2023 (arXiv 2305.16264): L = E + A/N'^alpha + B/D'^beta with
 
         D' = U_D (1 + R_D* (1 - exp(-R_D / R_D*))),  R_D = D/U_D - 1
         N' = U_N (1 + R_N* (1 - exp(-R_N / R_N*))),  R_N = N/U_N - 1

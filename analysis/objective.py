@@ -1,4 +1,4 @@
-"""The fitting objective (ANCHORS.md §7; Besiroglu et al. 2024, Hoffmann et al. 2022 D.2).
+"""The fitting objective (Besiroglu et al. 2024, arXiv 2404.10102; Hoffmann et al. 2022 D.2).
 
     F(theta) = SUM_i w_i * rho(log Lhat_i(theta) - log L_i)
 

@@ -1,4 +1,5 @@
-"""Published constants and data the fits are checked against (ANCHORS.md §7, §8).
+"""Published constants and data the fits are checked against (Hoffmann et al. 2022, Besiroglu
+et al. 2024, Muennighoff et al. 2023, Kim et al. 2025).
 
 Every number here is a published fact, cited where it is declared; tests and notebooks
 import them from here rather than retyping them.
@@ -33,7 +34,7 @@ HOFFMANN_UNROUNDED = {
     "alpha": 0.33917084,
     "beta": 0.2849083,
 }
-"""Hoffmann et al.'s constants unrounded (ANCHORS §7)."""
+"""Hoffmann et al.'s constants unrounded (Hoffmann et al. 2022, arXiv 2203.15556)."""
 
 EPOCH = {"A": 482.01, "B": 2085.43, "E": 1.8169, "alpha": 0.3478, "beta": 0.3658}
 """Besiroglu et al. 2024 (arXiv 2404.10102), Table 1: refit of the 240 digitised points."""
@@ -43,7 +44,8 @@ EPOCH_SE = {"A": 124.52, "B": 1293.28, "E": 0.0257, "alpha": 0.0154, "beta": 0.0
 
 EPOCH_OBJECTIVE_FLAT = 0.0010183
 """Huber objective (delta 1e-3, summed) at the full-grid optimum A 477.83, B 2143.2,
-E 1.8172, alpha 0.3473, beta 0.3672 (ANCHORS §7 [derived]); Epoch's own point scores
+E 1.8172, alpha 0.3473, beta 0.3672 (our recomputation on Besiroglu et al.'s 240 points with
+Epoch's 4,500-start grid, not a published number); Epoch's own point scores
 0.0010186 and differs from it along the flat A, B valley."""
 
 MUENNIGHOFF = {
@@ -61,7 +63,8 @@ MUENNIGHOFF_CHECKS = ((6.34e9, 242e9, 25e9, 2.22564), (8.67e9, 178e9, 25e9, 2.22
 """(N, D, U, L) check values from the datablations README."""
 
 KIM = {
-    # Kim et al. 2025, "Pre-training under infinite compute" (arXiv 2509.14786), ANCHORS §8.
+    # Kim et al. 2025, "Pre-training under infinite compute" (arXiv 2509.14786) and its code,
+    # marin-community/marin experiments/data_efficiency/.
     "model_sizes_b": (0.15, 0.3, 0.6, 1.4),  # N in billions, as the fits use it
     "seed_tokens": (209_715_200, 419_430_400, 838_860_800, 1_677_721_600),
     "standard_200m": (3.83752, 3.78538, 3.74974, 3.76432),  # WD 0.1, epochs/LR tuned

@@ -1,5 +1,5 @@
-"""Recipes compared by their asymptotes (Kim et al. 2025, ANCHORS.md §8) and the
-compute-optimal allocation (Hoffmann et al. 2022; ANCHORS.md §7).
+"""Recipes compared by their asymptotes (Kim et al. 2025, arXiv 2509.14786) and the
+compute-optimal allocation (Hoffmann et al. 2022, arXiv 2203.15556).
 
 - ``compute_optimal``: N_opt = G (C/6)^a, D_opt = (C/6)^b / G with
   G = (alpha A / (beta B))^(1/(alpha+beta)), a = beta/(alpha+beta), b = alpha/(alpha+beta).
@@ -111,7 +111,8 @@ class AsymptoteFit:
 
 
 def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0), fixed_B: float | None = None) -> AsymptoteFit:
-    """Kim et al.'s fit of A/x^B + C (ANCHORS §7 "Power law with asymptote"); with
+    """Kim et al.'s fit of A/x^B + C (Kim et al. 2025, arXiv 2509.14786; marin's
+    experiments/data_efficiency/ code); with
     ``fixed_B``, A/x^fixed_B + C (A and C free)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)

@@ -1,11 +1,11 @@
 """From a sweep's tidy runs table to the (N, D, U, loss) table the fitter reads.
 
-Input: the table ``scalelab collect`` writes (DESIGN.md §5: axis columns, run_id, name,
-state, N, N_non_embedding, D_unique, D_total, epochs, flops, final_loss, best_loss,
-wall_time_s, ...) or any polars DataFrame that already has N, D, U and loss.
+Input: the table ``scalelab collect`` writes (``scalelab.sweep.collect``: axis columns,
+run_id, name, state, N, N_non_embedding, D_unique, D_total, epochs, flops, final_loss,
+best_loss, wall_time_s, ...) or any polars DataFrame that already has N, D, U and loss.
 
 Runs that cannot enter a fit are dropped, each reason counted in a note:
-state other than COMPLETED (DIVERGED runs are terminal and excluded from fits, DESIGN §4;
+state other than COMPLETED (DIVERGED runs are terminal and excluded from fits;
 FAILED, PREEMPTED, RUNNING, ... are incomplete), and missing or non-finite N, D, U or loss.
 """
 

@@ -1,4 +1,4 @@
-"""A small synthetic runs table in the ``scalelab collect`` schema (DESIGN.md §5).
+"""A small synthetic runs table in the ``scalelab collect`` schema (``scalelab.sweep.collect``).
 
 For notebooks and tests that must run without a real sweep. Losses come from the
 DataConstrained law at Muennighoff et al.'s published constants (analysis.published)

@@ -6,8 +6,8 @@
 On any device it prints, per shape:
   overhead   t(newton_schulz) / t(the same 3·steps matmuls alone) - 1  (target <= 15%)
   vs SVD     t(SVD polar factor U·Vᵀ) / t(newton_schulz)              (speed-up over SVD)
-  sym        t(torch) / t(torch_sym): the lower-triangle symmetric products (ANCHORS §1
-             bound (4e+2)/(3e+1): 1.5x square, 1.385x at 1:4)
+  sym        t(torch) / t(torch_sym): the lower-triangle symmetric products (FLOP bound
+             (4e+2)/(3e+1) for n = e·m, see ``ns_flops``: 1.5x square, 1.385x at 1:4)
 and on CUDA also t(torch) / t(triton). Every timing is the median of --reps runs, the
 variants interleaved within each repetition so drift hits all of them alike. On a shared
 CPU, ``--threads 1 --clock process`` times CPU seconds of one thread, which other

@@ -1,8 +1,9 @@
 """Time planning a 10,000-run sweep (issue 4 target: plan < 1 s).
 
-The spec is Kim et al.'s setting (ANCHORS §8: seq 4096, batch 64, U = 209.7M, the four
-Llama shapes) over a denser grid: 4 shapes x 10 lr x 10 wd x 25 epochs = 10,000 runs, with
-one derive rule evaluated per run. Timed separately, best of ``--repeat``:
+The spec is the setting of Kim et al. 2025, *Pre-training under infinite compute* (arXiv
+2509.14786: seq 4096, batch 64, U = 209.7M, the four Llama shapes) over a denser grid:
+4 shapes x 10 lr x 10 wd x 25 epochs = 10,000 runs, with one derive rule evaluated per run.
+Timed separately, best of ``--repeat``:
 
 * ``load_spec``: YAML -> validated Spec;
 * ``expand``: the pure plan (configs, run ids, N, D, steps, FLOPs, GPU-hours) - the target;

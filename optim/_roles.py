@@ -1,6 +1,6 @@
 """Name-based parameter roles for Llama-style models: embedding, head, hidden matrix, vector.
 
-Routing by ndim alone is wrong (the head and embedding are 2-D; ANCHORS §2), so roles
+Routing by ndim alone is wrong (the head and embedding are 2-D; Dion README), so roles
 come from module names and types: a parameter is an *embedding* if its owning module is
 an ``nn.Embedding`` or a component of its dotted name is in ``embed_names``; a *head*
 if a component is in ``head_names``; a *vector* if it has ≤ 1 dims; else *hidden*.

@@ -8,10 +8,10 @@ per parameter p with fp32 working copy w, gradient g (upcast to fp32), step t:
     w ← w - (η / (1 - β1^t)) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)
 
 m and v are fp32 whatever the param dtype (``torch.optim.AdamW`` keeps them in the
-param dtype: late plateaus in bf16, ANCHORS §6). How w is stored back:
+param dtype: late plateaus in bf16). How w is stored back:
 
 - fp32 params: in place, identical to ``torch.optim.AdamW``.
-- bf16, ``stochastic_rounding=True`` (torchao's SR-AdamW recipe, ANCHORS §6): w = p
+- bf16, ``stochastic_rounding=True`` (pytorch/ao's SR-AdamW recipe): w = p
   upcast; p ← SR(w) keyed by (seed, step, param index, global element index), so DDP
   replicas and FSDP shards round identically (``optim.stochastic_round_``).
 - bf16, ``master_weights=True``: the exact alternative. We keep an **fp32 master copy**
@@ -35,14 +35,14 @@ class AdamW(torch.optim.Optimizer):
 
     Args:
         params: iterable of params or param-group dicts.
-        lr: η (float or 0-D tensor; a tensor avoids torch.compile recompiles, ANCHORS §4).
+        lr: η (float or 0-D tensor; a tensor avoids torch.compile recompiles, pytorch #130467).
         betas: (β1, β2).
         eps: added to the bias-corrected sqrt(v).
         weight_decay: λ, decoupled: w ← w(1 - ηλ).
         stochastic_rounding: write bf16 params with SR (keyword-only).
         master_weights: keep an fp32 master for non-fp32 params; exact (keyword-only).
         seed: global SR seed; use the same on every rank.
-    Defaults are torchao's ``_AdamW`` (lr 1e-3, (0.9, 0.999), 1e-8, wd 1e-2; ANCHORS §6).
+    Defaults are torchao's ``_AdamW`` (lr 1e-3, (0.9, 0.999), 1e-8, wd 1e-2).
     """
 
     def __init__(
@@ -70,7 +70,7 @@ class AdamW(torch.optim.Optimizer):
         self.stochastic_rounding = bool(stochastic_rounding)
         self.master_weights = bool(master_weights)
         self.seed = int(seed)
-        for p in self._params():  # pre-populated: identical state keys on every rank (ANCHORS §4)
+        for p in self._params():  # pre-populated: identical state keys on every rank (DCP)
             self._init_state(p)
 
     def _params(self):

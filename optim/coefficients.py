@@ -1,4 +1,4 @@
-"""Newton-Schulz coefficient presets, as data with their sources (ANCHORS.md §1).
+"""Newton-Schulz coefficient presets, as data with their sources.
 
 Each step k maps every singular value through the odd quintic
 ``p_k(s) = a_k s + b_k s^3 + c_k s^5`` and keeps the singular vectors. A preset is
@@ -22,7 +22,7 @@ Coefficients = str | Sequence[Sequence[float]]
 
 EPS = 1e-30
 """Added to the prescale denominator. The published 1e-7/1e-6 break scale invariance for
-tiny inputs (NeMo #229, ANCHORS §1 traps); 1e-30 keeps a zero matrix at zero (0/eps = 0,
+tiny inputs (NeMo #229); 1e-30 keeps a zero matrix at zero (0/eps = 0,
 never 0/0 = NaN). ``newton_schulz`` divides by max|X| first, so ||X||_F >= 1 there and
 EPS perturbs nothing."""
 
@@ -45,7 +45,8 @@ class Preset:
 
 _JORDAN: Triple = (3.4445, -4.7750, 2.0315)
 
-# modded-nanogpt / Dion Polar Express set (ANCHORS §1, "PE, 5 steps").
+# Polar Express (arXiv 2505.16932) 5-step set, as in KellerJordan/modded-nanogpt and
+# microsoft/dion.
 _PE5: tuple[Triple, ...] = (
     (8.156554524902461, -22.48329292557795, 15.878769915207462),
     (4.042929935166739, -2.808917465908714, 0.5000178451051316),
@@ -54,8 +55,8 @@ _PE5: tuple[Triple, ...] = (
     (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
 )
 
-# Polar Express paper, optimal_composition(l=1e-3, num_iters=8, safety_factor_eps=1e-2,
-# cushion=0.02): raw Remez values (ANCHORS §1, "PE original").
+# Polar Express paper (arXiv 2505.16932, NoahAmsel/PolarExpress), optimal_composition(l=1e-3,
+# num_iters=8, safety_factor_eps=1e-2, cushion=0.02): raw Remez values.
 _PE8_RAW: tuple[Triple, ...] = (
     (8.28721201814563, -23.595886519098837, 17.300387312530933),
     (4.107059111542203, -2.9478499167379106, 0.5448431082926601),

@@ -1,5 +1,5 @@
 """Distributed matrix maps for Muon and Scion: run a batched ``fn`` on every matrix once,
-spread over the ranks (ANCHORS.md §4).
+spread over the ranks (after Dion, arXiv 2504.05295, and Disco, rakkit/disco).
 
 ``fn`` maps a same-shape stack [B, m, n] to a stack of the same shape (Newton-Schulz, an
 LMO). Three entry points:

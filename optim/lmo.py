@@ -1,4 +1,4 @@
-"""Linear minimization oracles (LMOs) of Scion (Pethick et al., arXiv 2502.07529; ANCHORS.md §3).
+"""Linear minimization oracles (LMOs) of Scion (Pethick et al., arXiv 2502.07529; LIONS-EPFL/scion).
 
 Each norm ball {W : ‖W‖ ≤ ρ} has an LMO  lmo(G) = argmin_{‖S‖≤ρ} ⟨G, S⟩ = -ρ·s(G),
 where s(G) is the unit-radius element most aligned with G. Every class below gives
@@ -9,8 +9,7 @@ where s(G) is the unit-radius element most aligned with G. Every class below giv
 
 Weights are ``[d_out, d_in]``. Denominators add eps = 1e-8 (LIONS-EPFL/scion).
 ``rowwise`` marks LMOs that act on each row of the stored tensor independently, so on
-an FSDP2 ``Shard(0)`` parameter they run on the local shard with no communication
-(ANCHORS §4).
+an FSDP2 ``Shard(0)`` parameter they run on the local shard with no communication.
 
 | class | s(G) | init (before ×ρ) |
 |---|---|---|
@@ -80,7 +79,7 @@ class LMO(ABC):
 
     @abstractmethod
     def direction(self, g: torch.Tensor) -> torch.Tensor:
-        """s(g): the unit-ball point the LMO scales by -scale (ANCHORS §3 table)."""
+        """s(g): the unit-ball point the LMO scales by -scale (table in the module docstring)."""
 
     @abstractmethod
     def init_(self, w: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Muon: momentum, then Newton-Schulz orthogonalisation, for hidden weight matrices
-(Jordan's Muon blog; Moonlight, arXiv 2502.16982; ANCHORS.md §2).
+(Jordan's Muon blog, kellerjordan.github.io/posts/muon; Moonlight, arXiv 2502.16982).
 
 Per matrix parameter W [d_out, d_in] (conv filters are flattened to [out, in·k·k]) with
 gradient G, all math in fp32:
@@ -11,14 +11,14 @@ gradient G, all math in fp32:
     W <- W - η·s·O                         s = shape scale, see SHAPE_SCALES
 
 ``torch.optim.Muon`` uses the EMA form M <- βM + (1-β)G; its U is (1-β) times ours and
-NS divides the scale away (ANCHORS §2), so the updates agree (tests/optim/test_muon.py).
+NS divides the scale away, so the updates agree (tests/optim/test_muon.py).
 
 Param groups with ``use_muon=False`` are stepped by ``optim.AdamW`` (group keys lr, betas,
 eps, weight_decay), so one optimizer (and one LR scheduler) holds a whole model;
 ``optim.routing.muon_param_groups`` builds such groups by parameter name.
 
-Distributed (ANCHORS §4): ``distributed_mode="ddp"`` splits the NS work over the ranks
-of replicated params (``optim.distributed.ddp_matrix_apply``), ``"fsdp"`` sends FSDP2
+Distributed (after Dion, arXiv 2504.05295): ``distributed_mode="ddp"`` splits the NS work
+over the ranks of replicated params (``optim.distributed.ddp_matrix_apply``), ``"fsdp"`` sends FSDP2
 Shard(0) row shards to an owner rank (``fsdp_matrix_apply``); "auto" picks "fsdp" when a
 Muon param is a DTensor and "none" otherwise (DDP is never assumed: ask for it).
 """
@@ -49,7 +49,7 @@ _SR_ID_BASE = 1 << 32  # SR param ids of Muon params; the AdamW groups number th
 
 
 def shape_scale(mode: str, d_out: int, d_in: int) -> float:
-    """Update multiplier s for a [d_out, d_in] matrix (ANCHORS §2 "Shape scale").
+    """Update multiplier s for a [d_out, d_in] matrix.
 
     "jordan": max(1, d_out/d_in)^0.5 (KellerJordan; torch "original");
     "spectral": sqrt(d_out/d_in) (Scion, Dion "spectral_norm");
@@ -70,7 +70,7 @@ class Muon(torch.optim.Optimizer):
 
     Args:
         params: params or param-group dicts; a group may set ``use_muon=False`` and any key below.
-        lr: η (float or 0-D tensor: no torch.compile recompiles on change, ANCHORS §4).
+        lr: η (float or 0-D tensor: no torch.compile recompiles on change, pytorch #130467).
         momentum: μ (float or 0-D tensor).
         weight_decay: λ, decoupled, multiplied by the base lr (float or 0-D tensor).
         nesterov: U = G + μM instead of M.
@@ -141,7 +141,7 @@ class Muon(torch.optim.Optimizer):
             )
             self.state.update(self._aux.state)  # AdamW pre-populated its state: adopt it
         self._link_aux()
-        for group in self.param_groups:  # pre-populated: same state keys on every rank (ANCHORS §4)
+        for group in self.param_groups:  # pre-populated: same state keys on every rank (DCP)
             if group["use_muon"]:
                 for p in group["params"]:
                     self._init_state(p)

@@ -1,10 +1,10 @@
-"""Newton-Schulz orthogonalisation: G = U·S·Vᵀ  ->  approximately U·Vᵀ (ANCHORS.md §1).
+"""Newton-Schulz orthogonalisation: G = U·S·Vᵀ  ->  approximately U·Vᵀ (KellerJordan/Muon).
 
 Each step on X [B, m, n] (m <= n after the transpose rule):
     A = X·Xᵀ;  B = b·A + c·A²;  X <- a·X + B·X
 which maps every singular value s to p(s) = a·s + b·s³ + c·s⁵ and keeps the singular
 vectors. ``band`` computes, in float64, where the iteration sends singular values that
-start in [lo, 1]·||X||_F: the guarantee each preset gives (the ANCHORS "Bands" table).
+start in [lo, 1]·||X||_F: the guarantee each preset gives (tests/optim/test_newton_schulz.py).
 
 Backends: "torch" (three batched GEMMs per step), "torch_sym" (the symmetric products
 computed on the lower triangle only, in row strips, and mirrored), "triton"
@@ -26,7 +26,7 @@ __all__ = ["BACKENDS", "TRITON_MIN_DIM", "band", "newton_schulz", "ns_flops"]
 
 TRITON_MIN_DIM = 1024
 """On CUDA, min(m, n) at or above which "auto" uses the Triton kernels. Small matrices stay
-on cuBLAS (flash-muon is slower at 1024 on H800, ANCHORS §1). Not tuned here: no GPU."""
+on cuBLAS (nil0x9/flash-muon is slower at 1024 on H800). Not tuned here: no GPU."""
 
 SYM_BLOCK = 256
 """Row-strip height of the "torch_sym" backend."""
@@ -153,7 +153,7 @@ _BACKEND_FNS = {"torch": _ns_torch, "torch_sym": _ns_torch_sym, "triton": _ns_tr
 
 def ns_flops(m: int, n: int, steps: int = 5, *, symmetric: bool = False) -> int:
     """Matmul FLOPs of ``steps`` NS steps on one m x n matrix (after the transpose rule):
-    4m²n + 2m³ per step, or 3m²n + m³ with the symmetric products (ANCHORS §1)."""
+    4m²n + 2m³ per step, or 3m²n + m³ with the symmetric products."""
     m, n = min(m, n), max(m, n)
     per = 3 * m * m * n + m**3 if symmetric else 4 * m * m * n + 2 * m**3
     return steps * per
@@ -185,8 +185,8 @@ def _image(a: float, b: float, c: float, lo: float, hi: float) -> tuple[float, f
 def band(coefficients: Coefficients = "jordan", steps: int = 5, lo: float = 1e-3) -> tuple[float, float]:
     """Float64 image of singular values in [lo, 1]·||X||_F after the prescale and all steps.
 
-    Every singular value σ with σ/||X||_F in [lo, 1] ends inside the returned [min, max]
-    (ANCHORS §1 "Bands"). A rank-r matrix with condition number κ has
+    Every singular value σ with σ/||X||_F in [lo, 1] ends inside the returned [min, max].
+    A rank-r matrix with condition number κ has
     σ_min/||X||_F >= 1/(κ·sqrt(r)), which tells which lo applies.
     """
     if not 0.0 < lo <= 1.0:

@@ -1,4 +1,4 @@
-"""Per-layer operator norms (Disco; Filatov et al., arXiv 2510.03871; ANCHORS.md §5).
+"""Per-layer operator norms (Disco, rakkit/disco; Filatov et al., arXiv 2510.03871).
 
 For W viewed as ``[fan_out, fan_in]`` and computed in fp32:
 

@@ -1,4 +1,4 @@
-"""Route a model's parameters between Muon and AdamW by name and shape (ANCHORS.md §2).
+"""Route a model's parameters between Muon and AdamW by name and shape.
 
 Muon gets the hidden matrices (q/k/v/o, MLP, flattened conv filters); AdamW gets the
 embedding, the LM head (Muon does worse on it: KellerJordan/Muon #13) and every 0/1-D

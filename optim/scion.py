@@ -1,7 +1,7 @@
 """Scion: (unconstrained) stochastic conditional gradient with per-layer norm LMOs.
 
 Pethick et al., *Training Deep Learning Models with Norm-Constrained LMOs*
-(arXiv 2502.07529; LIONS-EPFL/scion); ANCHORS.md §3–4.
+(arXiv 2502.07529; LIONS-EPFL/scion).
 
 Per parameter W with gradient g, momentum ``β = momentum`` (= 1 - α in Scion's
 convention), radius ρ = ``scale``, step γ = ``lr``, norm LMO s(·) (``optim.lmo``):
@@ -11,11 +11,11 @@ convention), radius ρ = ``scale``, step γ = ``lr``, norm LMO s(·) (``optim.lm
     uSCG (constrained=False):  W ← W - γ·ρ·s(d)
 
 SCG is the Frank–Wolfe step: if ‖W‖ ≤ ρ at init (``Scion.init``), it stays inside.
-In AdamW form W ← W(1 - η·λ) - η·s(d), SCG is η = γρ, λ = 1/ρ (ANCHORS §3).
+In AdamW form W ← W(1 - η·λ) - η·s(d), SCG is η = γρ, λ = 1/ρ.
 
-Distributed (ANCHORS §4), with W > 1 ranks: ``distributed_mode="ddp"`` runs the Spectral
-LMOs of replicated params through ``optim.distributed.ddp_matrix_apply`` (a FLOP-balanced
-1/W share per rank, then all-gather); FSDP2 ``Shard(0)`` DTensor params go through
+Distributed (after Dion, arXiv 2504.05295), with W > 1 ranks: ``distributed_mode="ddp"``
+runs the Spectral LMOs of replicated params through ``optim.distributed.ddp_matrix_apply``
+(a FLOP-balanced 1/W share per rank, then all-gather); FSDP2 ``Shard(0)`` DTensor params go through
 ``fsdp_matrix_apply`` (owner-based all_to_all) in modes "auto" and "fsdp". Row-wise LMOs (Sign, RowNorm,
 ColNorm(transpose)) run on the local shard with no communication; the rest (ColNorm on
 columns, BiasRMS) gather the full tensor, which is small for the vectors they serve.
@@ -82,7 +82,7 @@ class Scion(torch.optim.Optimizer):
         params: params or group dicts; a group may set lr, momentum, norm, norm_kwargs,
             scale, constrained, init.
         lr: γ (float or 0-D tensor). LIONS-EPFL/scion's class default 1e-3.
-        momentum: β = 1 - α. Default 0.9 = the recommended α = 0.1 (ANCHORS §3);
+        momentum: β = 1 - α. Default 0.9 = the recommended α = 0.1 (LIONS-EPFL/scion);
             LIONS-EPFL/scion's class default α = 1 is ``momentum=0``.
         norm: an ``optim.lmo`` instance or its name ('Auto', 'Spectral', 'ColNorm', ...).
         norm_kwargs: keyword arguments when ``norm`` is a name.
@@ -124,7 +124,7 @@ class Scion(torch.optim.Optimizer):
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict) -> None:
-        """Validate the group, resolve its ``norm`` and pre-populate its state (ANCHORS §4)."""
+        """Validate the group, resolve its ``norm`` and pre-populate its state (keys for DCP)."""
         if "unconstrained" in param_group:
             raise ValueError("Scion: use constrained=False instead of unconstrained=True")
         own_kwargs = "norm_kwargs" in param_group or "norm" not in param_group
@@ -271,7 +271,7 @@ def scion_param_groups(
     """Scion param groups for a Llama-style model with the published untied defaults.
 
     embedding ColNorm(transpose) ρ = 1; hidden matrices Spectral ρ = 3 (≥3-D: SpectralConv);
-    head Sign ρ = 10 (LIONS-EPFL/scion untied GPT; ANCHORS §3). Use with
+    head Sign ρ = 10 (LIONS-EPFL/scion untied GPT). Use with
     ``Scion(groups, lr=γ, momentum=0.9)`` (α = 0.1, the published value).
 
     vectors: "bias_rms" puts 1-D gains/biases in a BiasRMS group with ρ = ``vector_scale``,

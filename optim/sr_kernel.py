@@ -3,7 +3,7 @@
 
 Element i (global index) draws Philox-4x32-10 at counter i // 8 with ``tl.randint4x``
 and takes 16-bit half (i mod 2) of word (i mod 8) // 2, exactly like
-``optim.stochastic_rounding.random16``; then the ANCHORS §6 bit trick. The bf16 result
+``optim.stochastic_rounding.random16``; then the same bit trick. The bf16 result
 is stored as its int16 bit pattern (upper half of the rounded fp32), so no bf16
 arithmetic happens in the kernel; NaN is stored as 0x7FC0 (what torch's fp32→bf16
 cast gives). Importing this module needs triton; a process that wants the CPU

@@ -1,4 +1,4 @@
-"""bf16 stochastic rounding keyed by a counter-based RNG (ANCHORS.md §6).
+"""bf16 stochastic rounding keyed by a counter-based RNG (like karpathy/llm.c's).
 
 The rounding of element ``i`` of a parameter at a given step depends only on
 ``(seed, step, param_id, global element index)``: the random bits come from
@@ -16,7 +16,7 @@ product is split into 16-bit halves so nothing overflows int64), and follow
 0, 0), key words (key_lo, key_hi)). One evaluation gives 128 bits, i.e. the 16 random
 bits of 8 consecutive elements: element i uses counter i // 8 (``random16``).
 
-Bit trick (ANCHORS §6): view fp32 as int32, add a uniform r in [0, 2^16), mask
+Bit trick (as in pytorch/ao): view fp32 as int32, add a uniform r in [0, 2^16), mask
 with 0xFFFF0000; the magnitude rounds up with probability frac / 2^16, so
 E[SR(x)] = x and the bf16 cast afterwards is exact. Values that
 round past the bf16 maximum become inf (as in torchao). NaNs become the bf16 quiet NaN

@@ -3,7 +3,7 @@
 A run is fully described by a ``RunConfig``; ``scalelab train CONFIG.yaml k=v ...`` builds
 one strictly (unknown keys are errors) and the sweep planner emits one per plan row.
 Derived quantities (N, D, steps, FLOPs) are computed in ``scalelab.derive``, never typed.
-Fields marked *operational* never enter the run id (DESIGN.md §4).
+Fields marked *operational* never enter the run id (``scalelab.identity``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class ModelConfig:
 
     preset: str | None = "cpu-1m"
     """Name from ``scalelab.model.presets.PRESETS`` (e.g. 'cpu-50k'..'cpu-5m', '150M',
-    '300M', '600M', '1.4B' from Kim et al. 2025, ANCHORS §8). Explicit fields below
+    '300M', '600M', '1.4B' from Kim et al. 2025, arXiv 2509.14786). Explicit fields below
     override the preset's."""
     d_model: int | None = None
     """Residual width (hidden size)."""
@@ -93,13 +93,16 @@ class OptimConfig:
     ns_steps: int = 5
     """Newton-Schulz iterations per Muon/Scion step."""
     ns_coefficients: str = "jordan"
-    """Newton-Schulz preset: 'jordan', 'polar_express', ... (ANCHORS §1)."""
+    """Newton-Schulz preset, e.g. 'jordan' (KellerJordan/Muon) or 'polar_express'
+    (Polar Express, arXiv 2505.16932)."""
     muon_scale: Literal["jordan", "spectral", "moonlight"] = "moonlight"
-    """Muon shape scaling (ANCHORS §2)."""
+    """Muon shape scaling: KellerJordan/Muon, Scion (arXiv 2502.07529) or Moonlight
+    (arXiv 2502.16982)."""
     aux_lr: float | None = None
     """lr of the AdamW group that Muon routes embeddings/head/gains to (None = lr)."""
     scion_radii: tuple[float, float, float] = (1.0, 3.0, 10.0)
-    """Scion radii rho for (embedding ColNorm, hidden Spectral, head Sign), ANCHORS §3."""
+    """Scion radii rho for (embedding ColNorm, hidden Spectral, head Sign): the untied
+    setting of Pethick et al., arXiv 2502.07529 (LIONS-EPFL/scion)."""
     constrained: bool = False
     """Scion: SCG (True) or unconstrained uSCG (False)."""
 
@@ -166,7 +169,7 @@ class TrainConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class DistillConfig:
-    """Distillation from teacher runs (Kim et al. 2025, ANCHORS §8; ``scalelab.distill``).
+    """Distillation from teacher runs (Kim et al. 2025, arXiv 2509.14786; ``scalelab.distill``).
 
     Sequence-level: the student trains on a mixture of real tokens and tokens sampled from
     the teachers (one run, or an ensemble pooled as a mixture of its members). Logit-level
@@ -234,7 +237,7 @@ class RunConfig:
     """Also log to Weights & Biases (offline unless WANDB_MODE says otherwise). Operational."""
 
 
-# Dotted keys that never enter the run id (DESIGN.md §4).
+# Dotted keys that never enter the run id (``scalelab.identity``).
 OPERATIONAL_KEYS = frozenset(
     {
         "name",

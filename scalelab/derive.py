@@ -1,6 +1,6 @@
 """Derived quantities of a run: N, U, E, D, steps, FLOPs, warmup. Pure: no I/O.
 
-Computed in this one place (DESIGN.md §10.3), from the config plus two facts that come
+Computed in this one place, from the config plus two facts that come
 from the dataset when it is on this machine (or from the plan when it is not):
 ``vocab_size`` and ``train_tokens_available`` (the size of the training split).
 

@@ -1,4 +1,4 @@
-"""Errors the CLI turns into one line and an exit code (DESIGN.md §7)."""
+"""Errors the CLI turns into one line and an exit code (0 ok, 1 failure, 2 bad input)."""
 
 from __future__ import annotations
 

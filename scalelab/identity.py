@@ -1,7 +1,7 @@
 """Run identity: a short hash of the canonical JSON of a run's identity fields.
 
 Operational fields (``config.OPERATIONAL_KEYS``: logging cadence, device, paths, name)
-never enter it, so changing them never re-runs anything (DESIGN.md §4).
+never enter it, so changing them never re-runs anything.
 """
 
 from __future__ import annotations

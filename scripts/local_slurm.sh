@@ -10,7 +10,7 @@
 #   LOCAL_SLURM_CPUS    CPUs the node advertises; may exceed the real count (default: nproc)
 #   LOCAL_SLURM_WAIT    seconds to wait for the node to turn idle          (default 90)
 #
-# Facts this relies on (found on these machines; see DESIGN.md §9):
+# Facts this relies on (found on these machines):
 # - sacct needs slurmdbd (+ MariaDB); without it submitit never sees CANCELLED/killed jobs.
 # - AuthInfo=cred_expire=5 + sched_interval=2: a requeued job reruns in seconds, not 120 s.
 # - preempt_send_user_signal: partition preemption sends the job's --signal (submitit's

@@ -1,4 +1,4 @@
-"""Triton kernels for Newton-Schulz (ANCHORS.md §1, "Symmetric-Gram trick").
+"""Triton kernels for Newton-Schulz that compute the symmetric Gram products on one triangle.
 
 Importable without triton: ``HAS_TRITON`` says whether the kernels exist. The kernels
 are defined when ``optim.kernels.ns_kernels`` is first imported, so a process that wants

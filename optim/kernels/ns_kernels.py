@@ -1,6 +1,6 @@
 """Triton kernels behind the Newton-Schulz step, all batched and accumulating in fp32.
 
-One NS step on X [B, m, n] (m <= n), ANCHORS.md §1:
+One NS step on X [B, m, n] (m <= n), as in ``optim.newton_schulz``:
     A = X·Xᵀ           sym_gram:   lower-triangle tiles, each stored with its mirror (diagonal
                                    tiles mirror their own lower triangle: exact symmetry)
     B = b·A + c·A²     sym_poly:   A is symmetric so A² = A·Aᵀ, the same kernel; b·A in the epilogue
@@ -25,7 +25,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _sym_configs() -> list[triton.Config]:
-    if _INTERPRET:  # the interpreter mishandles multi-config autotune (DESIGN §9)
+    if _INTERPRET:  # the interpreter mishandles multi-config autotune
         return [triton.Config({"BLOCK_M": 32, "BLOCK_K": 64})]
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_K": bk}, num_warps=w, num_stages=s)

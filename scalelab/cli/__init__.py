@@ -1,4 +1,6 @@
-"""``scalelab`` command line (DESIGN.md §7). Exit codes: 0 ok, 1 failure, 2 bad input.
+"""``scalelab`` command line (README.md, "Common commands").
+
+Exit codes: 0 ok, 1 failure, 2 bad input.
 
 Each verb lives in its own module and registers on ``scalelab.cli.app.app``; add a new
 module's name to ``_VERB_MODULES``.

@@ -1,4 +1,4 @@
-"""``scalelab explain A B``: the fields that make two runs' ids differ (DESIGN.md §4, §7)."""
+"""``scalelab explain A B``: the fields that make two runs' ids differ (``scalelab.identity``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``scalelab fit SWEEP --law ...`` (DESIGN.md §7); ``scalelab report``: ``scalelab.cli.report``.
+"""``scalelab fit SWEEP --law ...``; ``scalelab report``: ``scalelab.cli.report``.
 
 Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
 is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to

@@ -1,4 +1,4 @@
-"""``scalelab report SWEEP``: the full report of a sweep (DESIGN.md §7).
+"""``scalelab report SWEEP``: the full report of a sweep.
 
 Collects the runs first when ``runs.parquet`` is missing or older than a run directory
 (``scalelab.sweep.collect``), then writes ``<sweep>/report/infinite_compute.md`` with

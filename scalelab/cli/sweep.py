@@ -1,4 +1,4 @@
-"""``scalelab sweep | status | retry | collect`` (DESIGN.md §7).
+"""``scalelab sweep | status | retry | collect``.
 
 - ``sweep SPEC [--dry-run] [--executor E] [--root DIR]``: plan, then launch what needs
   launching (idempotent). On Slurm it returns once the arrays are queued; locally it

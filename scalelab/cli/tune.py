@@ -1,4 +1,4 @@
-"""``scalelab tune SPEC``: Optuna or Kim et al.'s certified coordinate search (DESIGN.md §7).
+"""``scalelab tune SPEC``: Optuna or Kim et al.'s certified coordinate search (arXiv 2509.14786).
 
 The spec's ``tune:`` section says which (``scalelab.sweep.sections.TuneConfig``). Trials
 are ordinary runs in the sweep directory ``<root>/<name>-tune/``; re-running the command

@@ -1,4 +1,4 @@
-"""Distillation (Kim et al. 2025, ANCHORS §8): teacher text, the real/synthetic mixture,
+"""Distillation (Kim et al. 2025, arXiv 2509.14786): teacher text, the real/synthetic mixture,
 and logit-level KD.
 
     from scalelab.distill import GenerationParams, generate, MixtureStream

@@ -1,4 +1,5 @@
-"""Teacher text for sequence-level distillation (Kim et al. 2025, ANCHORS §8).
+"""Teacher text for sequence-level distillation (Kim et al. 2025, "Pre-training under
+infinite compute", arXiv 2509.14786).
 
 The teacher is one run or an ensemble sampled as a *pooled mixture* of its members: each
 sequence is drawn from one member, picked uniformly with a seeded RNG (a probability

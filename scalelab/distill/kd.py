@@ -1,6 +1,6 @@
 """Logit-level knowledge distillation (Hinton et al. 2015) to a teacher ensemble.
 
-An optional loss term beside the sequence-level distillation of Kim et al. 2025 (ANCHORS §8):
+An optional loss term beside the sequence-level distillation of Kim et al. 2025 (arXiv 2509.14786):
 on *real* data the student also matches the teacher ensemble's next-token distribution,
 
     L = (1 - alpha) * CE(y, student) + alpha * tau^2 * KL( p_T^tau || p_S^tau ),

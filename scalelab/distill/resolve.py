@@ -1,6 +1,6 @@
 """Where a distillation run's teachers and teacher text live, and the teacher selector.
 
-Sweep layout (DESIGN.md §4 plus two folders):
+Sweep layout (the run directories of README.md "Concepts" plus two folders):
 
     <sweep>/runs/<teacher-run>/            the teachers (ordinary runs of the sweep)
     <sweep>/generate/<gen_key>/            one generation job: config-input.yaml, status.json

@@ -1,4 +1,4 @@
-"""Ensembles of independently trained members (Kim et al. 2025, ANCHORS §8).
+"""Ensembles of independently trained members (Kim et al. 2025, arXiv 2509.14786).
 
     from scalelab.ensemble import ensemble_nll, evaluate_sweep
     loss = ensemble_nll(logits_KBTV, targets_BT, "logits").mean()   # logit averaging

@@ -1,6 +1,6 @@
 """Combining the predictions of K ensemble members (pure math, no I/O).
 
-Kim et al. 2025 (ANCHORS.md §8) average the members' **logits** (arithmetic mean,
+Kim et al. 2025 (arXiv 2509.14786) average the members' **logits** (arithmetic mean,
 temperature 1) and only then apply softmax and cross-entropy:
 
     log p_ens(y | x) = log_softmax( (1/K) * sum_k z_k(x) )[y]                 ("logits")

@@ -1,12 +1,13 @@
 """Held-out evaluation of K-member ensembles, K = 1..M, from the members' final weights.
 
 Members are runs of one sweep whose identity differs only in ``member`` and the seeds
-that follow it (``MEMBER_KEYS``; Kim et al. 2025, ANCHORS §8: member k trains with seed k). For each such group the first K members
-(by member index) form the K-ensemble; every K = 1..M is scored in one pass over the
-held-out batches (``PrefixEnsemble``), and each member is also scored alone, on the same
-batches, so the ensemble can be compared with each of its members.
+that follow it (``MEMBER_KEYS``; Kim et al. 2025, arXiv 2509.14786: member k trains with seed k).
+For each such group the first K members (by member index) form the K-ensemble; every
+K = 1..M is scored in one pass over the held-out batches (``PrefixEnsemble``), and each
+member is also scored alone, on the same batches, so the ensemble can be compared with
+each of its members.
 
-Rows follow the evals schema (DESIGN.md §5) plus ``members`` (K) and ``method``:
+Rows follow the evals schema (``train.records.EVALS_SCHEMA``) plus ``members`` (K) and ``method``:
 
     run_id       the ensemble group's id (8 hex chars; the members' identity minus ``member``)
     step, tokens the members' final step / training tokens (the minimum over members)

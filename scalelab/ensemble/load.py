@@ -1,4 +1,4 @@
-"""Loading trained runs back from their run directories (DESIGN.md §4).
+"""Loading trained runs back from their run directories.
 
 A run directory holds ``config.yaml`` (the resolved RunConfig plus derived quantities)
 and ``checkpoint/step-*/state.pt`` (``scalelab.train.checkpoint``); the newest checkpoint

@@ -9,7 +9,7 @@ Parameters (exactly ``sum(p.numel() for p in Llama(shape, V).parameters())``):
     non_embedding = total - embedding  (Kaplan et al. 2020: blocks + final norm; the
                     untied head counts as embedding)
 
-Kim et al. 2025 (ANCHORS §8) name their shapes by the **total, untied** count at the
+Kim et al. 2025 (arXiv 2509.14786) name their shapes by the **total, untied** count at the
 Llama-3 vocabulary (128,256): 150M -> 154.1M, 300M -> 299.6M, 600M -> 602.5M,
 1.4B -> 1.43B. Tied or non-embedding counts do not fit the names (88M/23M for "150M").
 

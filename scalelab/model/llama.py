@@ -1,4 +1,4 @@
-"""The Llama-style decoder (Touvron et al. 2023; the shapes of Kim et al. 2025, ANCHORS §8).
+"""The Llama-style decoder (Touvron et al. 2023; the shapes of Kim et al. 2025, arXiv 2509.14786).
 
 Pre-norm blocks ``x + attn(norm(x))``, ``x + mlp(norm(x))``; RMSNorm; RoPE; causal
 ``F.scaled_dot_product_attention`` with grouped-query attention; SwiGLU MLP; no biases;

@@ -1,6 +1,6 @@
 """Named model shapes.
 
-Kim et al. 2025, "Pre-training under infinite compute" (ANCHORS §8; marin
+Kim et al. 2025, "Pre-training under infinite compute" (arXiv 2509.14786; marin
 ``experiments/data_efficiency``): Llama shapes named by their total untied parameter
 count at the Llama-3 vocabulary of 128,256 (see ``counts.py``): 154.1M, 299.6M, 602.5M,
 1.43B.
@@ -43,7 +43,7 @@ PRESETS: dict[str, ModelShape] = {
     "cpu-1m": _shape(128, 5, 4, 4, 336),  # 1,039,744
     "cpu-2m": _shape(160, 6, 5, 5, 432),  # 1,942,560
     "cpu-5m": _shape(256, 6, 8, 8, 688),  # 4,877,568
-    # Kim et al. 2025, ANCHORS §8: hidden, layers, heads, KV heads, intermediate.
+    # Kim et al. 2025 (arXiv 2509.14786): hidden, layers, heads, KV heads, intermediate.
     "150M": _shape(512, 6, 8, 8, 1792),
     "300M": _shape(768, 12, 12, 12, 2688),
     "600M": _shape(1024, 24, 16, 8, 3584),

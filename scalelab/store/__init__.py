@@ -1,1 +1,1 @@
-"""The run directory on disk: atomic writes, status, records (DESIGN.md §4-5)."""
+"""The run directory on disk: atomic writes, status, records (README.md, "Concepts")."""

@@ -1,4 +1,4 @@
-"""Atomic file writes for run directories (DESIGN.md §4).
+"""Atomic file writes for run directories.
 
 ``write_atomic`` (temporary file beside the target, fsync, rename) is shared with the
 analysis package, which may not import scalelab; the typed writers below build on it.

@@ -1,4 +1,4 @@
-"""``status.json``: a run's lifecycle state (DESIGN.md §4).
+"""``status.json``: a run's lifecycle state.
 
 PENDING -> RUNNING -> COMPLETED | FAILED | PREEMPTED | TIMEOUT | DIVERGED | CANCELLED.
 DIVERGED is terminal and never retried; PREEMPTED/TIMEOUT are requeued and resume.

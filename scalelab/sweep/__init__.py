@@ -1,4 +1,4 @@
-"""Sweeps: spec -> plan -> launch -> status -> collect (DESIGN.md §3, §6, §7).
+"""Sweeps: spec -> plan -> launch -> status -> collect (README.md, "Concepts").
 
 Spec and plan (pure): ``spec.load_spec``, ``plan.expand``, ``render.render_plan``,
 ``explain.explain``; tuning: ``tune.tune`` and the certified coordinate search of

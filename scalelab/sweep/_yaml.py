@@ -1,6 +1,6 @@
 """Safe YAML loading that remembers the line of every mapping key and list item.
 
-Errors in a sweep spec name the file, the key path and the line (DESIGN.md §6). The
+Errors in a sweep spec name the file, the key path and the line (``scalelab.sweep.spec``). The
 composed node graph (``scalelab.yamlsafe``: limits and duplicate keys checked there)
 carries marks; we walk it once to index ``key path -> line`` and then construct plain
 Python data from the same nodes (SafeLoader: no arbitrary objects).

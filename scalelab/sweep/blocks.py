@@ -1,6 +1,6 @@
 """``blocks:`` — one sweep spec holding several sub-studies (recipes) with their own axes.
 
-Kim et al.'s study (ANCHORS §8) is one sweep of differently shaped parts: a tuned grid
+Kim et al.'s study (2025, arXiv 2509.14786) is one sweep of differently shaped parts: a tuned grid
 (standard and regularized recipes), ensemble members at their own hyperparameters, and
 distilled students whose teachers are runs of the same sweep. A spec with ``blocks``
 expands each block as a spec of its own and concatenates the plans:

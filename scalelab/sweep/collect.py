@@ -1,4 +1,4 @@
-"""``scalelab collect SWEEP``: one tidy row per run -> ``<sweep>/runs.parquet`` (DESIGN.md §5).
+"""``scalelab collect SWEEP``: one tidy row per run -> ``<sweep>/runs.parquet``.
 
 Columns: every axis of plan.parquet, run_id, name, state, N, N_non_embedding, D_unique,
 D_total, epochs, flops, member, final_loss (the last validation eval), best_loss (the

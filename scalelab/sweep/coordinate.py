@@ -1,4 +1,4 @@
-"""Kim et al. 2025's certified coordinate search (ANCHORS §8), as pure functions.
+"""Kim et al. 2025's certified coordinate search (arXiv 2509.14786), as pure functions.
 
 Over ordered grids (for Kim et al.: epochs, lr, wd), start at a point and repeat:
 

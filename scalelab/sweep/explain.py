@@ -1,4 +1,4 @@
-"""``scalelab explain A B``: which fields make two runs' ids differ (DESIGN.md §4).
+"""``scalelab explain A B``: which fields make two runs' ids differ (``scalelab/identity.py``).
 
 A and B are run directories (``config.yaml`` written by the run, else the launcher's
 ``config-input.yaml``) or config YAML files. Every differing dotted field is listed,

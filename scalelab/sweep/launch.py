@@ -1,4 +1,4 @@
-"""Launch a plan idempotently: diff against disk, claim, submit (DESIGN.md §3-4).
+"""Launch a plan idempotently: diff against disk, claim, submit.
 
 ``decide`` says, for every run of the plan, launch or skip and why, from what is on
 disk (status.json, claims) and one scheduler poll. ``execute`` then claims each run it

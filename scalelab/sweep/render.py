@@ -1,4 +1,4 @@
-"""The plan as a rich table: what ``scalelab sweep SPEC --dry-run`` prints (DESIGN.md §7).
+"""The plan as a rich table: what ``scalelab sweep SPEC --dry-run`` prints.
 
 One row per run (the first and last ``max_rows // 2`` when there are more): run id,
 name, the axis values, N, D_unique, D_total, epochs, steps, FLOPs, GPU-hours and, when

@@ -1,4 +1,4 @@
-"""Derive rules: a tiny, safe expression language for derived sweep values (DESIGN.md §6).
+"""Derive rules: a tiny, safe expression language for derived sweep values.
 
 A spec's ``derive:`` section maps a dotted config key to a rule string, e.g.
 

@@ -1,6 +1,6 @@
 """The ``launcher:`` and ``tune:`` sections of a sweep spec (typed, frozen, documented).
 
-Neither section enters run ids: the launcher is operational (DESIGN.md §4) and tuning
+Neither section enters run ids: the launcher is operational (``scalelab/identity.py``) and tuning
 only decides which runs exist. Range checks live in ``spec.load_spec`` so that errors
 name the exact key and line.
 """
@@ -76,7 +76,7 @@ class TuneParam:
 
 
 KIM_AXES = ("data.epochs", "optim.lr", "optim.weight_decay")
-"""Kim et al. 2025 (ANCHORS §8): the certified search is over (epochs, LR, WD)."""
+"""Kim et al. 2025 (arXiv 2509.14786): the certified search is over (epochs, LR, WD)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""The sweep spec: strict YAML -> a frozen ``Spec`` (DESIGN.md §6).
+"""The sweep spec: strict YAML -> a frozen ``Spec``.
 
     name: tiny                        # sweep directory name
     base: {model: ..., data: ...}     # a nested RunConfig: the defaults of every run

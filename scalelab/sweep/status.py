@@ -1,4 +1,4 @@
-"""``scalelab status SWEEP``: the sweep as a grid of state glyphs (DESIGN.md §7).
+"""``scalelab status SWEEP``: the sweep as a grid of state glyphs.
 
 Rows are model size N, columns are unique tokens D (or epochs when D does not vary),
 and one panel per combination of the other axes (optimizer, lr, wd, ...). A cell holds

@@ -1,4 +1,4 @@
-"""``train(cfg, run_dir)``: one training run, end to end, resumable (DESIGN.md §3-5).
+"""``train(cfg, run_dir)``: one training run, end to end, resumable.
 
 Step convention: the loop runs updates with 0-based index ``i = 0 .. T-1``; records use
 ``step = i + 1`` (updates done), so ``tokens = step * tokens_per_step`` and step 0 holds

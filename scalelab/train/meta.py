@@ -1,4 +1,4 @@
-"""``meta.json``: what ran this attempt — code version, packages, machine (DESIGN.md §10.8)."""
+"""``meta.json``: what ran this attempt — code version, packages, machine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Per-layer norm records (ANCHORS §5) — glue between the loop and ``optim.norms``.
+"""Per-layer norm records (Disco; Filatov et al. 2025, arXiv 2510.03871) — glue between the
+loop and ``optim.norms``.
 
 Every ``train.norms_every`` steps (and at step 0 and the last step) rank 0 records, for
 every parameter, the norms ``optim.norms.DEFAULT_KINDS`` (rms_to_rms, l1_to_rms,
@@ -7,7 +8,7 @@ rms_to_inf, supremum, frobenius; the embedding read transposed, 1-D gains as dia
 - ``kind='weight'``: the parameter after the step's update;
 - ``kind='update'``: the applied step ``p_after - p_before`` with the decoupled weight
   decay ``-lr·wd·p_before`` (groups with a ``weight_decay`` key) added back, i.e. the
-  ``-η·u`` of ANCHORS §5; any other shrink an optimizer applies as part of its method
+  ``-η·u`` that Disco logs; any other shrink an optimizer applies as part of its method
   (Scion's constrained SCG step) stays in the update. Costs one parameter copy per
   norm step;
 - ``kind='grad'``: the gradient (after the DDP all-reduce, before clipping).

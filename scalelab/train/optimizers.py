@@ -153,7 +153,10 @@ def _muon(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
 
 @register("scion")
 def _scion(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
-    """optim.Scion (uSCG unless ``constrained``), momentum = 1 - alpha (ANCHORS §3)."""
+    """optim.Scion (uSCG unless ``constrained``), momentum = 1 - alpha.
+
+    Pethick et al. 2025, arXiv 2502.07529 (LIONS-EPFL/scion).
+    """
     from optim import Scion, scion_param_groups
 
     embed, hidden, head = cfg.scion_radii

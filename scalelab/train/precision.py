@@ -5,7 +5,8 @@
   ``torch.autocast`` (logits and the loss stay fp32: the model returns fp32 logits).
 - ``bf16-pure``: parameters stored in bf16 (half the memory). Pair it with ``sr-adamw``
   (``optim.AdamW(stochastic_rounding=True)``: fp32 update math, stochastic rounding back
-  to bf16, ANCHORS §6); with plain AdamW, updates below half a bf16 ulp are lost.
+  to bf16, as torchao's SR-AdamW); with plain AdamW, updates below half a bf16 ulp are lost
+  (Zamirai et al. 2020, "Revisiting BFloat16 Training", arXiv 2010.06192).
 """
 
 from __future__ import annotations

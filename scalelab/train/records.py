@@ -1,4 +1,4 @@
-"""Tidy per-run records (DESIGN.md §5): metrics, evals and norms, as parquet.
+"""Tidy per-run records: metrics, evals and norms, as parquet.
 
 Rows are buffered in memory and written as part files at each checkpoint:
 ``<run_dir>/<table>/part-<step:09d>.parquet`` holds the rows logged since the previous
@@ -74,7 +74,8 @@ NORMS_SCHEMA = {
     "layer": pl.String,  # module name, e.g. 'layers.0.attn.wq'
     "param": pl.String,  # parameter name within it, e.g. 'weight'
     "kind": pl.String,  # 'weight' (after the step) | 'update' (applied step) | 'grad'
-    "norm": pl.String,  # rms_to_rms, l1_to_rms, rms_to_inf, frobenius, supremum (ANCHORS §5)
+    # norm definitions: Disco (Filatov et al. 2025, arXiv 2510.03871)
+    "norm": pl.String,  # rms_to_rms, l1_to_rms, rms_to_inf, frobenius, supremum
     "value": pl.Float64,
 }
 SCHEMAS = {"metrics": METRICS_SCHEMA, "evals": EVALS_SCHEMA, "norms": NORMS_SCHEMA}

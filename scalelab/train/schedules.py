@@ -1,4 +1,4 @@
-"""Learning-rate schedules as pure functions of the step (DESIGN.md §10.4).
+"""Learning-rate schedules as pure functions of the step.
 
 ``lr_at`` returns a *multiplier* of the peak lr for the update with 0-based index
 ``step`` (update ``step`` is the ``step + 1``-th optimizer step; metrics record it as

@@ -6,7 +6,7 @@ Ensemble member ``k`` (``RunConfig.member``) trains with
     data seed = data.seed       + 1000 * k
 
 so members differ in both initialisation and data order, as in Kim et al. 2025 (member k
-uses train seed = data seed = k; ANCHORS §8) up to the relabelling k -> 1000·k. The
+uses train seed = data seed = k; arXiv 2509.14786) up to the relabelling k -> 1000·k. The
 stride keeps members apart from the spec's ``seeds`` axis (any seed < 1000) so that
 (seed s, member k) never trains the same model as (seed s', member k').
 ``data.subset_seed`` (which U tokens), when set, is *not* offset: the planner sets it so

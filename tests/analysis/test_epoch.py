@@ -1,10 +1,12 @@
-"""Epoch's Chinchilla replication reproduced (ANCHORS.md §7, data/README.md).
+"""Epoch's Chinchilla replication reproduced (Besiroglu et al. 2024, arXiv 2404.10102;
+analysis/data/README.md).
 
-Tolerances (ANCHORS §7 "flat valley"): E +-0.01, alpha and beta +-0.005 and within 1% of
-Epoch's estimates; the objective within 1e-6 of 0.0010183 (the full-grid optimum; Epoch's
-own point scores 0.0010186, so this is also "no worse than Epoch + 1e-6"); A and B only
-+-15% (they trade off along a flat valley); predictions within 1e-3 relative of Epoch's
-published fit (the absolute gap, up to 1.5e-3, is the 4-digit rounding of its exponents).
+Tolerances (set by the flat A, B valley of that fit): E +-0.01, alpha and beta +-0.005 and
+within 1% of Epoch's estimates; the objective within 1e-6 of 0.0010183 (the full-grid
+optimum; Epoch's own point scores 0.0010186, so this is also "no worse than Epoch + 1e-6");
+A and B only +-15% (they trade off along a flat valley); predictions within 1e-3 relative of
+Epoch's published fit (the absolute gap, up to 1.5e-3, is the 4-digit rounding of its
+exponents).
 """
 
 import numpy as np

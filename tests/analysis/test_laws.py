@@ -1,4 +1,5 @@
-"""Laws: published check values, gradients, reductions, names (ANCHORS.md §7)."""
+"""Laws: published check values, gradients, reductions, names (Hoffmann et al. 2022, Besiroglu
+et al. 2024, Muennighoff et al. 2023)."""
 
 import numpy as np
 import pytest
@@ -24,7 +25,8 @@ def test_muennighoff_readme_check_values(N, D, U, published):
 
 
 def test_muennighoff_compute_optimal_at_1e22_flops_and_25b_unique_tokens():
-    # ANCHORS §7 [derived]: about 7.02e9 params and 237e9 tokens (9.5 epochs).
+    # Our recomputation from Muennighoff et al.'s constants (arXiv 2305.16264): a 1-D search
+    # over N with D = C/(6N) gives about 7.02e9 params and 237e9 tokens (9.5 epochs).
     n, d = compute_optimal_constrained(MUENNIGHOFF, 1e22, 25e9)
     assert n == pytest.approx(7.02e9, rel=5e-3)
     assert d == pytest.approx(237e9, rel=5e-3)
@@ -76,7 +78,7 @@ def test_objective_gradient_matches_central_differences():
 
 
 def test_hoffmann_unrounded_scores_anchor_objective():
-    # ANCHORS §7: Hoffmann's (unrounded) values score 0.0012312 on Epoch's 240 points.
+    # Hoffmann's (unrounded) values score 0.0012312 on Epoch's 240 points (our recomputation).
     data = load_epoch_chinchilla()
     law = Chinchilla()
     obj = Objective(

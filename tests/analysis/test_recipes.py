@@ -1,4 +1,5 @@
-"""Recipes against Kim et al. (ANCHORS.md §8) and the Chinchilla allocation (§7)."""
+"""Recipes against Kim et al. 2025 (arXiv 2509.14786) and the Chinchilla allocation
+(Hoffmann et al. 2022, arXiv 2203.15556)."""
 
 import numpy as np
 import pytest

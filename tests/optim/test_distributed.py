@@ -1,4 +1,4 @@
-"""optim.distributed and Muon's DDP / FSDP2 modes on 2 gloo CPU ranks (ANCHORS.md §4).
+"""optim.distributed and Muon's DDP / FSDP2 modes on 2 gloo CPU ranks.
 
 Each multi-process test forks 2 ranks once and runs several checks; every rank saves its
 results and the test asserts on them. References are computed in the same ranks without
@@ -226,7 +226,7 @@ def test_muon_fsdp2_uneven_shards_state_and_dcp():
     assert len(ranks[0]["state_structure"]) == sum(1 for _ in _Net(0).parameters())
 
 
-LLAMA = {  # Kim et al. presets (ANCHORS §8): hidden, intermediate, layers, heads, kv heads
+LLAMA = {  # Kim et al. 2025, arXiv 2509.14786: hidden, intermediate, layers, heads, kv heads
     "150M": (512, 1792, 6, 8, 8),
     "600M": (1024, 3584, 24, 16, 8),
     "1.4B": (2048, 7168, 16, 16, 8),

@@ -1,8 +1,9 @@
-"""optim.kernels (Triton) against torch, ANCHORS.md §1 "Kernel tests" (Dion's criteria).
+"""optim.kernels (Triton) against torch, by microsoft/dion's criteria
+(its tests/test_newton_shulz.py).
 
 The interpreter checks run in a subprocess (tests/optim/_kernel_checks.py) with
 TRITON_INTERPRET=1 set before triton defines the kernels; bf16 is left out there (the
-interpreter mishandles bf16 arithmetic, DESIGN §9).
+interpreter mishandles bf16 arithmetic).
 
 Tolerances, relative to the float64 reference's max |entry|:
   fp32: kernel mean error <= 5x torch's and max error <= 15x torch's (Dion), and max <= 1e-5;

@@ -1,4 +1,5 @@
-"""optim.Muon against torch.optim.Muon and the update rule of ANCHORS.md §2.
+"""optim.Muon against torch.optim.Muon and the update rule of KellerJordan/Muon
+and Moonlight (arXiv 2502.16982).
 
 torch.optim.Muon always runs Newton-Schulz in bf16. For the fp32 comparison its NS is
 replaced by the same algorithm without the bf16 cast (``_torch_ns_fp32`` below: torch's
@@ -261,8 +262,8 @@ def test_conv_filters_are_flattened():
 
 def test_bf16_params_stochastic_rounding_is_unbiased():
     """Updates of a fraction of a bf16 ulp: nearest rounding loses them (a bias of -|update|
-    along the update's sign), SR keeps them on average (ANCHORS §6). Statistic:
-    mean((p_bf16 - w)·sign(w - 1)) with w the fp32 result; for SR it is 0 within 4 SE,
+    along the update's sign), SR keeps them on average (Zamirai et al., arXiv 2010.06192).
+    Statistic: mean((p_bf16 - w)·sign(w - 1)) with w the fp32 result; for SR it is 0 within 4 SE,
     SE <= (2^-7/2)/sqrt(128²) = 3.1e-5 (ulp 2^-7 above 1, 2^-8 below)."""
     gen = torch.Generator().manual_seed(6)
     g = torch.randn(128, 128, generator=gen).to(torch.bfloat16)

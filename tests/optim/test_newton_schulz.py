@@ -1,7 +1,8 @@
-"""optim.newton_schulz against exact float64 facts (ANCHORS.md §1).
+"""optim.newton_schulz against exact float64 facts.
 
 Oracles: the float64 SVD polar factor U·Vᵀ, and ``band`` (the exact image of [lo, 1]
-under the preset's polynomials), which itself is checked against the ANCHORS table.
+under the preset's polynomials), which itself is checked against
+the published presets' bands (``ANCHOR_BANDS``).
 
 Tolerances (absolute, on output singular values outside the band):
   float64 1e-12, float32 1e-5 (measured <= 2.2e-7); bfloat16 3e-2: 8 mantissa bits
@@ -22,7 +23,7 @@ from optim.newton_schulz import band, newton_schulz, ns_flops
 PRESET_STEPS = {"jordan": 5, "polar_express": 5, "polar_express_original": 8, "youjiacheng": 5}
 BAND_TOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 3e-2}
 
-# ANCHORS §1 "Bands" table: (preset, steps) -> {lo: (min, max)} at the printed precision.
+# Published presets' bands, float64: (preset, steps) -> {lo: (min, max)} at the printed precision.
 ANCHOR_BANDS = [
     ("jordan", 5, 2, {1e-2: (0.68, 1.13), 1e-3: (0.47, 1.20)}),
     ("polar_express", 5, 3, {1e-2: (0.859, 1.141), 1e-3: (0.847, 1.141)}),
@@ -205,6 +206,6 @@ def test_coefficient_resolution_and_errors():
 
 
 def test_flop_counts():
-    # ANCHORS §1: (4e+2)/(3e+1) speed-up bound: 1.5x square, 1.385x at 1:4
+    # symmetric-product speed-up bound (4e+2)/(3e+1) for n = e·m: 1.5x square, 1.385x at 1:4
     assert ns_flops(512, 512) / ns_flops(512, 512, symmetric=True) == 1.5
     assert round(ns_flops(256, 1024) / ns_flops(1024, 256, symmetric=True), 3) == 1.385

@@ -1,4 +1,4 @@
-"""optim.norms against direct float64 numpy definitions (ANCHORS §5); power iteration vs svdvals."""
+"""optim.norms vs direct float64 numpy definitions (rakkit/disco); power iteration vs svdvals."""
 
 import math
 
@@ -18,7 +18,7 @@ def _w(shape, seed=0):
 
 
 def _np_norms(a: np.ndarray) -> dict:
-    """The ANCHORS §5 table, literally, on a float64 [fan_out, fan_in] matrix."""
+    """The ``optim.norms`` table, literally, on a float64 [fan_out, fan_in] matrix."""
     fan_out, fan_in = a.shape
     s = np.linalg.svd(a, compute_uv=False)
     return {

@@ -1,5 +1,5 @@
 """Scion and SR-AdamW on 2 gloo ranks: DDP (replicated) and FSDP2-style DTensor Shard(0) params
-give the single-process result (ANCHORS §4, §6)."""
+give the single-process result."""
 
 import os
 import tempfile

@@ -1,4 +1,5 @@
-"""Scion LMOs have their defining properties; SCG stays in the ball; uSCG/SCG = AdamW form (ANCHORS §3)."""
+"""Scion (Pethick et al.) LMOs have their defining properties; SCG stays in the ball;
+uSCG/SCG = AdamW form."""
 
 import copy
 import math
@@ -85,7 +86,7 @@ def test_colnorm_rownorm_biasrms():
     assert torch.equal(BiasRMS().direction(torch.zeros(5)), torch.zeros(5))  # eps: no NaN
 
 
-# each LMO with the ANCHORS §5 norm whose unit ball it targets, and that norm's value on s
+# each LMO with the ``optim.norms`` norm whose unit ball it targets, and that norm's value on s
 GEOMETRY = [
     (Spectral(method="svd"), lambda w: norms.rms_to_rms(w)),
     (ColNorm(), lambda w: norms.l1_to_rms(w)),

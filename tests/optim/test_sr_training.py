@@ -1,4 +1,4 @@
-"""Pure-bf16 training: SR-AdamW lands near fp32 AdamW, round-to-nearest measurably worse (ANCHORS §6).
+"""Pure-bf16 training: SR-AdamW lands near fp32 AdamW, round-to-nearest measurably worse.
 
 Task: a 16-32-4 tanh MLP student regresses a fixed random teacher of the same shape on
 256 Gaussian inputs (MSE, full batch), 300 AdamW steps at lr 1e-3, no weight decay. The

@@ -1,4 +1,4 @@
-"""optim.stochastic_round_: unbiased, two-neighbour, keyed, sharding- and replica-independent (ANCHORS §6)."""
+"""optim.stochastic_round_: unbiased, two-neighbour, keyed, sharding- and replica-independent."""
 
 import importlib.util
 import math

@@ -1,4 +1,4 @@
-"""param_counts and flops_per_token against the instantiated module (ANCHORS §8 shapes)."""
+"""param_counts and flops_per_token against the instantiated module (Kim et al. 2025 shapes)."""
 
 import pytest
 import torch

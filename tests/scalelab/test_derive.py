@@ -10,7 +10,7 @@ from scalelab.derive import derive
 from scalelab.errors import UserError
 from scalelab.model import PRESETS, flops_per_token, param_counts
 
-KIM_U = 209_715_200  # "200M" seed tokens: 800 steps × 64 × 4096 (ANCHORS §8)
+KIM_U = 209_715_200  # "200M" seed tokens: 800 steps × 64 × 4096 (Kim et al. 2025, arXiv 2509.14786)
 
 
 def kim(preset="150M", unique=KIM_U, epochs=16.0, **train):

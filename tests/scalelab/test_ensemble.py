@@ -1,4 +1,4 @@
-"""Ensemble combination (Kim et al. 2025, ANCHORS §8: logits averaged before softmax + CE)
+"""Ensemble combination (Kim et al. 2025, arXiv 2509.14786: logits averaged before softmax + CE)
 against direct computations written out token by token, and the sweep-level evaluation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""train(): the run directory of DESIGN.md §4, tidy schemas, schedule, accumulation, seeds."""
+"""train(): run directory (README.md, "Concepts"), tidy schemas, schedule, accumulation, seeds."""
 
 from __future__ import annotations
 

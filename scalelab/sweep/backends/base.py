@@ -1,10 +1,11 @@
-"""The one interface every backend implements (DESIGN.md §3, §10.6).
+"""The one interface every backend implements.
 
 ``submit`` hands jobs to the backend and returns one ``Handle`` per job; ``poll`` reports
 the backend's view of many handles in ONE batched call; ``wait`` blocks until the jobs
 end. Lazy backends (debug, local) do their work in ``wait``; Slurm does it in ``submit``
 and ``sweep`` returns at once. ``Hooks`` lets the launcher follow execution (to keep
-run claims up to date) without backends knowing about claims.
+run claims up to date) without backends knowing about claims. One conformance suite,
+``tests/scalelab/sweep/test_backends_conformance.py``, runs against every backend.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Slurm backend, through submitit (DESIGN.md §3, §9).
+"""The Slurm backend, through submitit.
 
 - Job arrays, split at the cluster's MaxArraySize, at most ``array_parallelism`` tasks
   of an array running at once (``%N``), and a pause between array submissions.

@@ -18,7 +18,7 @@ from scalelab.sweep.spec import load_spec, parse_spec
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 DEFAULT = {("default", 65536): DatasetFacts(vocab_size=256, train_tokens=10_000_000)}
 
-# Kim et al. 2025 shapes (ANCHORS §8): hidden, intermediate, layers, heads, KV heads.
+# Kim et al. 2025 shapes (arXiv 2509.14786): hidden, intermediate, layers, heads, KV heads.
 KIM = {"150M": (512, 1792, 6, 8, 8), "300M": (768, 2688, 12, 12, 12),
        "600M": (1024, 3584, 24, 16, 8), "1.4B": (2048, 7168, 16, 16, 8)}
 
@@ -59,7 +59,8 @@ def test_200M_tokens_plan_matches_hand_computation():
             assert one.to_list() == pytest.approx([fpt * U * e] * 48, rel=1e-12)
         total += lrs * wds * sum(epochs) * fpt * U
     assert t["flops"].sum() == pytest.approx(total, rel=1e-12)
-    # Named by total untied parameters (ANCHORS §8): 154.1M, 299.6M, 602.5M, 1.43B.
+    # Named by total untied parameters (Kim et al. 2025; scalelab/model/counts.py):
+    # 154.1M, 299.6M, 602.5M, 1.43B.
     names = dict(zip(t["model.preset"], t["N"]))
     assert [round(names[k] / 1e6, 1) for k in KIM] == [154.1, 299.6, 602.5, 1431.4]
     hours = total / 3.96e14 / 3600  # launcher.flops_per_gpu_s
