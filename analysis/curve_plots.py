@@ -14,7 +14,7 @@ import re
 
 import polars as pl
 from matplotlib import cm, colors
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from analysis.errors import AnalysisInputError
 from analysis.plot_style import LOSS_LABEL, human, legend_outside, plt
@@ -27,7 +27,9 @@ _MAX_PANELS = 4
 def plot_training_curves(evals: pl.DataFrame, runs: pl.DataFrame, *, split: str = "val"):
     """Loss vs tokens per run (``evals`` joined to ``runs`` on run_id for N and recipe)."""
     keep = [c for c in ("run_id", "N", "recipe") if c in runs.columns]
-    data = evals.filter(pl.col("split") == split).join(runs.select(keep), on="run_id", how="inner")
+    # Step 0 is the untrained model (~ln V for every run): left out, it would set the y range.
+    data = (evals.filter((pl.col("split") == split) & (pl.col("step") > 0))
+            .join(runs.select(keep), on="run_id", how="inner"))
     if data.height == 0:
         raise AnalysisInputError(f"no '{split}' evals of the runs in the table")
     groups = (sorted(data["recipe"].drop_nulls().unique().to_list())[:_MAX_PANELS]
@@ -48,8 +50,12 @@ def plot_training_curves(evals: pl.DataFrame, runs: pl.DataFrame, *, split: str 
     bar = fig.colorbar(cm.ScalarMappable(norm=norm, cmap="viridis"), ax=axes[0].tolist(), pad=0.01)
     bar.set_label("parameters N")
     bar.ax.yaxis.set_major_formatter(FuncFormatter(human))
-    bar.ax.yaxis.set_minor_formatter(FuncFormatter(human))
-    fig.suptitle("Training curves: held-out loss during training, one line per run")
+    if n.max() >= 10 * n.min():  # over a decade: ticks at 1, 2, 5 x 10^k, minor ones unlabelled
+        bar.ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        bar.ax.yaxis.set_minor_formatter(FuncFormatter(human))
+    fig.suptitle("Training curves: held-out loss during training, one line per run (after step 0)")
     return fig
 
 
