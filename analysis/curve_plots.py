@@ -14,10 +14,10 @@ import re
 
 import polars as pl
 from matplotlib import cm, colors
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
 from analysis.errors import AnalysisInputError
-from analysis.plot_style import LOSS_LABEL, human, legend_outside, plt
+from analysis.plot_style import LOSS_LABEL, human, legend_outside, log_ticks, plt
 
 __all__ = ["plot_norm_trajectories", "plot_training_curves"]
 
@@ -49,14 +49,13 @@ def plot_training_curves(evals: pl.DataFrame, runs: pl.DataFrame, *, split: str 
     axes[0][0].set_ylabel(f"{split} loss (nats/token)" if split != "val" else LOSS_LABEL)
     bar = fig.colorbar(cm.ScalarMappable(norm=norm, cmap="viridis"), ax=axes[0].tolist(), pad=0.01)
     bar.set_label("parameters N")
-    bar.ax.yaxis.set_major_formatter(FuncFormatter(human))
-    if n.max() >= 10 * n.min():  # over a decade: ticks at 1, 2, 5 x 10^k, minor ones unlabelled
-        bar.ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        bar.ax.yaxis.set_minor_formatter(NullFormatter())
-    else:
-        bar.ax.yaxis.set_minor_formatter(FuncFormatter(human))
+    log_ticks(bar.ax.yaxis, float(n.min()), float(n.max()))
     fig.suptitle("Training curves: held-out loss during training, one line per run (after step 0)")
     return fig
+
+
+def _g3(v: float, _pos=None) -> str:
+    return f"{v:.3g}"
 
 
 def _family(layer: str) -> str:
@@ -97,8 +96,10 @@ def plot_norm_trajectories(norms: pl.DataFrame, run_id: str, *, norm: str = "rms
         ax.set_title(family + (" (colour: depth, dark = first layer)" if family != "other" else ""), fontsize=9)
         ax.set_xlabel("step")
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+        mine = [la for la in layers if _family(la) == family]
+        shown = sub.filter(pl.col("layer").is_in(mine) & (pl.col("value") > 0))["value"]
+        if shown.len():
+            log_ticks(ax.yaxis, float(shown.min()), float(shown.max()), fmt=_g3)
         ax.grid(alpha=0.3)
         if family == families[-1]:
             legend_outside(ax, fontsize=7)

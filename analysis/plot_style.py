@@ -18,7 +18,7 @@ if "MPLBACKEND" not in os.environ and "ipykernel" not in sys.modules:
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-__all__ = ["LOSS_LABEL", "human", "legend_outside", "log_x", "plt", "style_of"]
+__all__ = ["LOSS_LABEL", "human", "legend_outside", "log_ticks", "log_x", "plt", "style_of"]
 
 LOSS_LABEL = "val loss (nats/token)"
 
@@ -36,15 +36,27 @@ def human(v: float, _pos=None) -> str:
     return f"{v:.3g}"
 
 
+def log_ticks(axis, lo: float, hi: float, fmt=human) -> None:
+    """Labelled ticks of a log ``axis`` (``ax.xaxis``, ``ax.yaxis``, a colorbar's) spanning
+    [lo, hi]: every 1..9 x 10^k under a decade, 1, 2, 5 x 10^k up to three decades, decades
+    beyond; minor ticks unlabelled, so labels never pile up."""
+    ratio = hi / lo if lo > 0 else float("inf")
+    if ratio <= 8:
+        subs: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+    elif ratio <= 1e3:
+        subs = (1.0, 2.0, 5.0)
+    else:
+        subs = (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(fmt))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def log_x(ax, lo: float, hi: float) -> None:
-    """Log x axis over [lo, hi] with labelled ticks at 1, 2, 5 x 10^k (and 1, 2.5, 5 ... when
-    the range is under a decade), written as 50k / 100k / 1M."""
+    """Log x axis over [lo, hi] (``log_ticks``), written as 50k / 100k / 1M."""
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
-    subs = (1.0, 2.0, 5.0) if hi / lo > 8 else (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.xaxis.set_major_formatter(FuncFormatter(human))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    log_ticks(ax.xaxis, lo, hi)
 
 
 def style_of(name: str, i: int) -> dict[str, str]:
