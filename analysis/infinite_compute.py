@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from analysis.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
 from analysis.identified import why_not_identified
 from analysis.recipe_rows import RecipeRows, find_recipes, reference_recipe
@@ -142,8 +143,9 @@ def _tagged(done: pl.DataFrame, rows: RecipeRows) -> dict[str, pl.DataFrame]:
     return {name: done.filter(pred) for name, pred in rows.predicates.items()}
 
 
-def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str]):
-    """Logit-averaged ensemble losses vs K, members alone, per-N K fits and K -> inf asymptotes."""
+def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str], run_ids: pl.Series | None = None):
+    """Logit-averaged ensemble losses vs K, members alone, per-N K fits and K -> inf asymptotes
+    (one ensemble group per N: ``analysis.ensemble_groups``)."""
     ens = pl.DataFrame(schema={"N": pl.Float64, "K": pl.Int64, "loss": pl.Float64})
     members = pl.DataFrame(schema={"N": pl.Float64, "member": pl.Int64, "loss": pl.Float64})
     k_fits: dict[int, AsymptoteFit | None] = {}
@@ -151,6 +153,7 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str]):
     if ensembles is None or not ensembles.height:
         notes.append("no ensemble evals (run `scalelab ensemble SWEEP`)")
         return ens, members, k_fits, k_asym
+    ensembles = pick_groups(ensembles, run_ids, notes)
     ens = (ensembles.filter(pl.col("method") == "logits")
            .select(pl.col("N").cast(pl.Float64), pl.col("members").alias("K"), "loss").sort("N", "K"))
     members = (ensembles.filter(pl.col("method") == "member")
@@ -247,7 +250,7 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         sub = best.filter(pl.col("recipe") == recipe)
         fits[recipe] = _fit(sub["N"] / SCALE, sub["loss"], notes, f"{recipe} vs N")
 
-    ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes)
+    ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, runs["run_id"] if "run_id" in runs.columns else None)
     if (means := _seed_means(best, members, SEED_MEAN_OF)).height:
         fits[SEED_MEAN] = _fit(means["N"] / SCALE, means["loss"], notes, f"{SEED_MEAN} vs N")
         best = pl.concat([best, means.select(best.columns)])

@@ -1,0 +1,43 @@
+"""Which ensemble groups of ``<sweep>/ensembles/evals.parquet`` the recipe analysis uses.
+
+An evals file holds one group per set of runs that differ only in their member index
+(``scalelab.ensemble``), including groups left by an older version of the spec whose runs
+are still in the sweep directory, and possibly several ensemble cells of one size. The
+analysis needs one K-curve per size N:
+
+1. groups with a member run outside the sweep's runs table (``scalelab collect``: the runs
+   of the current plan) are dropped;
+2. of the groups left at one N, the best ensemble is kept: the lowest loss at its largest
+   K (most members first), as a tuned recipe keeps its best cell.
+
+Pure polars; rows are matched by the group id (the evals' ``run_id`` column).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = ["pick_groups"]
+
+
+def pick_groups(ensembles: pl.DataFrame, run_ids: pl.Series | None, notes: list[str]) -> pl.DataFrame:
+    """The rows of ``ensembles`` of one group per N (see the module docstring)."""
+    if "run_id" not in ensembles.columns:
+        return ensembles  # one anonymous group per N (hand-made tables)
+    groups = ensembles.group_by("run_id").agg(pl.col("N").first(), pl.col("member_run_ids").first()
+                                              if "member_run_ids" in ensembles.columns else pl.lit(None))
+    if run_ids is not None and "member_run_ids" in ensembles.columns:
+        known = set(run_ids.cast(pl.String).to_list())
+        stale = [g for g, ids in zip(groups["run_id"], groups["member_run_ids"])
+                 if ids is not None and not set(ids.split(",")) <= known]
+        if stale:
+            notes.append(f"{len(stale)} ensemble group(s) with runs outside this sweep's runs table "
+                         "(an older spec's) left out")
+            groups = groups.filter(~pl.col("run_id").is_in(stale))
+    logits = ensembles.filter((pl.col("method") == "logits") & pl.col("run_id").is_in(groups["run_id"]))
+    top = (logits.sort("members", descending=True).group_by("run_id", maintain_order=True).first()
+           .sort(["members", "loss"], descending=[True, False]).group_by("N", maintain_order=True).first())
+    if (extra := groups.height - top.height) > 0:
+        notes.append(f"{extra} more ensemble group(s) at a size that has a better one left out "
+                     "(per N the lowest loss at the most members is kept)")
+    return ensembles.filter(pl.col("run_id").is_in(top["run_id"]))
