@@ -27,7 +27,7 @@ def pick_groups(ensembles: pl.DataFrame, run_ids: pl.Series | None,
         return ensembles  # one anonymous group per N (hand-made tables)
     has_ids = "member_run_ids" in ensembles.columns
     ids_col = pl.col("member_run_ids").first() if has_ids else pl.lit(None).alias("member_run_ids")
-    groups = ensembles.group_by("run_id").agg(pl.col("N").first(), ids_col)
+    groups = ensembles.group_by("run_id").agg(ids_col)
     if run_ids is not None and has_ids:
         known = set(run_ids.cast(pl.String).to_list())
         stale = [g for g, ids in zip(groups["run_id"], groups["member_run_ids"])

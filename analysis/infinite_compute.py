@@ -168,9 +168,12 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str], run_ids: pl
 
 
 SEED_MEAN_OF = "regularized"
-SEED_MEAN = "regularized, mean of seeds"
-SAME_RUN_TOL = 1e-5
 """The recipe whose best run per size is re-estimated as the mean over that cell's seeds."""
+SEED_MEAN = "regularized, mean of seeds"
+"""The name of that re-estimate (a recipe of ``best_per_n`` and a key of ``fits``)."""
+SAME_RUN_TOL = 1e-5
+"""Member 0 is the best run when their losses agree this closely: the ensemble evaluator
+re-evaluates it and agrees to ~1e-6 (float32 sums in another order)."""
 
 
 def _seed_means(best: pl.DataFrame, members: pl.DataFrame, recipe: str) -> pl.DataFrame:
@@ -181,8 +184,6 @@ def _seed_means(best: pl.DataFrame, members: pl.DataFrame, recipe: str) -> pl.Da
     scatters sqrt(M) times less. Empty unless >= MIN_POINTS sizes have >= 2 seeds."""
     chosen = best.filter(pl.col("recipe") == recipe).select("N", pl.col("loss").alias("best"))
     m0 = members.filter(pl.col("member") == 0).select("N", pl.col("loss").alias("m0"))
-    # The ensemble evaluator re-evaluates member 0 and agrees with the run's own final loss
-    # to ~1e-6 (float32 sums in another order); another cell differs by far more.
     same = chosen.join(m0, on="N").filter((pl.col("best") - pl.col("m0")).abs() <= SAME_RUN_TOL)
     means = (members.join(same.select("N"), on="N").group_by("N")
              .agg(pl.col("loss").mean(), pl.len().alias("seeds")).filter(pl.col("seeds") >= 2).sort("N"))

@@ -73,19 +73,10 @@ def _label(cols: list[str], key: tuple) -> str:
     )
 
 
-def write_report(
-    runs: pl.DataFrame,
-    out_dir: str | Path,
-    *,
-    title: str = "Scaling-law report",
-    loss: str = "final_loss",
-    bootstrap: int = 200,
-    seed: int = 0,
-    workers: int | None = None,
-) -> Path:
-    """Fit, plot and write ``out_dir/report.md`` (figures beside it); returns its path."""
-    return write_report_status(runs, out_dir, title=title, loss=loss, bootstrap=bootstrap,
-                               seed=seed, workers=workers)[0]
+def write_report(runs: pl.DataFrame, out_dir: str | Path, **options) -> Path:
+    """Fit, plot and write ``out_dir/report.md`` (figures beside it); returns its path.
+    ``options``: those of ``write_report_status`` (title, loss, bootstrap, seed, workers)."""
+    return write_report_status(runs, out_dir, **options)[0]
 
 
 def write_report_status(

@@ -80,21 +80,11 @@ def _num(v: float) -> str:
 
 
 def _why_not(fit) -> str | None:
-    """Why the fit's asymptote may not be printed as a number (None: it may). The analysis'
-    own rule (``reportable``: enough points, a finite interval, identified) where it has
-    one, else ``unidentified`` plus a finite interval."""
-    import analysis.infinite_compute as ic
+    """Why the fit's asymptote may not be printed as a number (None: it may): the analysis'
+    own rule, ``infinite_compute.reportable`` (enough points, a finite interval, identified)."""
+    from analysis.infinite_compute import reportable
 
-    if hasattr(ic, "reportable"):
-        return ic.reportable(fit)
-    if fit is None:
-        return "not fitted"
-    if why := ic.unidentified(fit):
-        return f"not identified: {why}"
-    lo, hi = fit.ci()
-    if fit.x.size <= 3 or not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"no interval ({fit.x.size} points for 3 parameters)"
-    return None
+    return reportable(fit)
 
 
 def _law(fit) -> str:
@@ -117,7 +107,7 @@ def _mult(row: dict) -> str:
     if why or m is None or math.isnan(m):
         return f"not given: {why or 'no data-scaling fit'}"
     ci = ""
-    if "lo" in row and row["lo"] is not None and not math.isnan(row["lo"]):
+    if row["lo"] is not None and not math.isnan(row["lo"]):
         ci = f"  (95% CI {_x(row['lo'])} .. {_x(row['hi'])})"
     if math.isinf(m):
         return "inf (below the reference recipe's fitted asymptote in U)" + ci
@@ -142,7 +132,7 @@ def _summary(res, path: Path, echo) -> None:
     echo("\nFitted laws (L = A/x^B + C, x in millions of parameters / tokens, or K; Kim et al. 2025):")
     laws = {f"{k} vs N": v for k, v in res.fits.items()}
     laws.update({f"ensemble of N={n:,} vs K": f for n, f in res.k_fits.items()})
-    laws[f"{getattr(res, 'reference', 'standard')} recipe vs unique tokens U"] = res.data_fit
+    laws[f"{res.reference} recipe vs unique tokens U"] = res.data_fit
     for name, fit in laws.items():
         echo(f"  {name:<36} {_law(fit)}")
     echo("\nAsymptotes (95% CI from the fit's covariance; none for a law that is not identified):")
@@ -166,7 +156,7 @@ def _summary(res, path: Path, echo) -> None:
         echo("\nDistilled students (share of the ensembling gain kept: (single - student) / (single - ensemble)):")
         for line in share_lines(res):
             echo(f"  {line}")
-    echo(f"\nData efficiency vs the {getattr(res, 'reference', 'standard')} recipe "
+    echo(f"\nData efficiency vs the {res.reference} recipe "
          f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")
     for row in res.multipliers.iter_rows(named=True):
         echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row)}")
