@@ -17,6 +17,7 @@ __all__ = [
     "EPOCH_OBJECTIVE_FLAT",
     "EPOCH_SE",
     "HOFFMANN",
+    "HOFFMANN_EXPONENTS",
     "HOFFMANN_UNROUNDED",
     "KIM",
     "MUENNIGHOFF",
@@ -35,6 +36,15 @@ HOFFMANN_UNROUNDED = {
     "beta": 0.2849083,
 }
 """Hoffmann et al.'s constants unrounded (Hoffmann et al. 2022, arXiv 2203.15556)."""
+
+HOFFMANN_EXPONENTS = {
+    "approach 1": {"a": (0.50, (0.488, 0.502)), "b": (0.50, (0.501, 0.512))},
+    "approach 2": {"a": (0.49, (0.462, 0.534)), "b": (0.51, (0.483, 0.529))},
+    "approach 3": {"a": (0.46, (0.454, 0.455)), "b": (0.54, (0.542, 0.543))},
+}
+"""Hoffmann et al. 2022, Table 2: N_opt ∝ C^a, D_opt ∝ C^b per approach (1: minimum over
+training curves, 2: isoFLOP profiles, 3: parametric loss), value and (10th, 90th)
+percentile from 100 bootstrap resamples of 80% of their data: 80% intervals, not 95%."""
 
 EPOCH = {"A": 482.01, "B": 2085.43, "E": 1.8169, "alpha": 0.3478, "beta": 0.3658}
 """Besiroglu et al. 2024 (arXiv 2404.10102), Table 1: refit of the 240 digitised points."""

@@ -1,4 +1,5 @@
-"""``scalelab fit SWEEP --law ...``; ``scalelab report``: ``scalelab.cli.report``.
+"""``scalelab fit SWEEP --law ...``; ``--isoflop``: ``scalelab.cli.fit_isoflop``;
+``scalelab report``: ``scalelab.cli.report``.
 
 Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
 is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
@@ -41,7 +42,9 @@ def _analysis_errors():
 @app.command("fit")
 def fit_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
-    law: str = typer.Option("powerlaw", "--law", help=f"One of {', '.join(LAWS)}."),
+    law: str | None = typer.Option(
+        None, "--law", help=f"One of {', '.join(LAWS)} (default powerlaw)."
+    ),
     x: str | None = typer.Option(
         None,
         "--x",
@@ -67,6 +70,13 @@ def fit_cmd(
     out: Path | None = typer.Option(
         None, "--out", help="Plot path stem (default <sweep>/fit/<law>[_<x>]; -<group> added)."
     ),
+    isoflop: bool = typer.Option(
+        False,
+        "--isoflop",
+        help="Fit isoFLOP profiles (Hoffmann et al.'s approach 2) instead of a law: a "
+        "parabola in log N per compute budget, then N_opt ~ C^a and D_opt ~ C^b with "
+        "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law, --x or --group-by.",
+    ),
 ) -> int:
     """Fit a scaling law to a sweep's completed runs, optionally selected (--where) and
     split (--group-by): one table of parameters with bootstrap SEs and CIs, R^2 and
@@ -74,7 +84,9 @@ def fit_cmd(
     parameters + 1 is refused (exit 2); a parameter at its bound reads 'not identified'."""
     from rich.console import Console
 
-    key = law.strip().lower().replace("-", "_")
+    if isoflop:
+        return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out)
+    key = (law or "powerlaw").strip().lower().replace("-", "_")
     if key not in LAWS:
         raise UserError(
             f"unknown law '{law}'{did_you_mean(key, LAWS)}; choose from {list(LAWS)}", key="--law"
@@ -108,6 +120,24 @@ def fit_cmd(
         stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
         fig = plot_loss_vs_x(g.data, g.result, g.boot, x=sel.x, title=f"{key} fit: {g.label}")
         console.print(f"plot: {save_figure(fig, stem)[0]}", markup=False, highlight=False)
+    return 0
+
+
+def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out) -> int:
+    """``--isoflop``: refuse the law options, then ``scalelab.cli.fit_isoflop``."""
+    from scalelab.cli.fit_isoflop import run_isoflop
+
+    for flag, given in (("--law", law), ("--x", x), ("--group-by", group_by)):
+        if given:
+            raise UserError(f"--isoflop fits no law and takes no {flag}", key=flag)
+    if bootstrap < 0 or bootstrap == 1:
+        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
+    table = _runs_table(sweep)
+    try:
+        run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
+                    out=out if out is not None else sweep / "fit" / "isoflop")  # fmt: skip
+    except _analysis_errors() as err:
+        raise UserError(str(err), file=str(sweep)) from None
     return 0
 
 
