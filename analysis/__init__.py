@@ -7,6 +7,7 @@ fits run on a laptop. Public names::
     fit = fit_law(Chinchilla(), load_epoch_chinchilla())
     boot = fit.bootstrap(1000, seed=0)
     boot.se, boot.ci()
+    iso = fit_isoflops(load_epoch_chinchilla())  # approach 2: iso.a, iso.a_ci, iso.optima
 
 ``analysis.recipes`` holds the compute-optimal allocation, ensemble/joint asymptotes
 and the data-efficiency multiplier; ``analysis.plots`` and ``analysis.report`` draw and
@@ -25,10 +26,13 @@ _EXPORTS = {
     "FitResult": "analysis.fit",
     "FitTable": "analysis.runs",
     "IdentifiabilityWarning": "analysis.errors",
+    "IsoFlopFit": "analysis.isoflop",
     "TooFewPointsError": "analysis.errors",
     "Law": "analysis.laws",
     "PowerLaw": "analysis.laws",
+    "Profile": "analysis.profile",
     "fit_data_constrained": "analysis.constrained",
+    "fit_isoflops": "analysis.isoflop",
     "fit_law": "analysis.fit",
     "fit_selection": "analysis.grouped",
     "get_law": "analysis.laws",
@@ -60,10 +64,13 @@ __all__ = [
     "FitResult",
     "FitTable",
     "IdentifiabilityWarning",
+    "IsoFlopFit",
     "Law",
     "PowerLaw",
+    "Profile",
     "TooFewPointsError",
     "fit_data_constrained",
+    "fit_isoflops",
     "fit_law",
     "fit_selection",
     "get_law",

@@ -7,6 +7,8 @@ Procedure (the resampling Epoch used for its SEs: Besiroglu et al. 2024, arXiv 2
 - each resample is refitted by minimising the count-weighted objective (identical to
   fitting the resampled rows) with the batched L-BFGS of multistart.py, started at the
   full-data optimum, fixed parameters held fixed (for a two-stage fit: the base law);
+  a fit's own per-point weights, ties, residual space and loss come with its objective
+  (objective.py), so a resampled point keeps its weight (count x weight);
 - resamples are split into ``workers`` contiguous chunks refitted on a thread pool: numpy
   releases the GIL inside its array kernels, which is where the time goes, and threads
   need no picklable state, no ``if __name__ == "__main__"`` guard in notebooks and no

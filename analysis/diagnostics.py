@@ -19,7 +19,13 @@ Two checks, each returning human-readable warnings (the fitter emits them as
 
 ``at_bounds`` finds the free parameters a fit left at their box bound (``fit._box``): the
 box, not the data, chose those values, so they are reported as not identified, never as
-bare numbers.
+bare numbers. ``bound_warnings`` words the same finding for ``FitResult.warnings`` (the
+fitter also raises each as an ``IdentifiabilityWarning``), e.g. "R_N at its upper bound
+e^14 ...".
+
+Neither check sees a curved valley: an objective that has curvature at the optimum but
+rises by less than a confidence threshold all the way to a bound (Muennighoff et al.'s R_D*,
+whose D' saturates as R_D* grows). ``FitResult.profile`` (profile.py) finds those.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ __all__ = [
     "MIN_POINTS_PER_PARAM",
     "at_bounds",
     "bound_side",
+    "bound_warnings",
     "hessian",
     "identifiability_warnings",
+    "internal_bound_side",
 ]
 
 MIN_POINTS_PER_PARAM = 3
@@ -59,7 +67,8 @@ def hessian(obj: Objective, z: np.ndarray) -> np.ndarray:
 def identifiability_warnings(obj: Objective, z: np.ndarray, names: list[str]) -> list[str]:
     """Warnings for the fit at internal free vector ``z`` (names: the free parameters)."""
     out: list[str] = []
-    n, P = obj.logy.size, z.size
+    w = obj.point_weights
+    n, P = (obj.logy.size if w is None else int(np.count_nonzero(w))), z.size
     if n < MIN_POINTS_PER_PARAM * P:
         out.append(
             f"{n} points for {P} free parameters (< {MIN_POINTS_PER_PARAM} per parameter): "
@@ -100,11 +109,46 @@ def bound_side(
     log = name in law.log_params
     if log and not value > 0:
         return ("lower", float(np.exp(lo)))
-    z = float(np.log(value)) if log else float(value)
+    side = internal_bound_side(float(np.log(value)) if log else float(value), lo, hi, rtol)
+    if side is None:
+        return None
+    b = lo if side == "lower" else hi
+    return (side, float(np.exp(b)) if log else float(b))
+
+
+def internal_bound_side(z: float, lo: float, hi: float, rtol: float = BOUND_RTOL) -> str | None:
+    """ "lower" | "upper" when the internal value ``z`` is within ``rtol`` of that bound."""
     for side, b in (("lower", lo), ("upper", hi)):
         if abs(z - b) <= rtol * max(1.0, abs(b)):
-            return (side, float(np.exp(b)) if log else float(b))
+            return side
     return None
+
+
+def bound_warnings(
+    law: Law,
+    names: tuple[str, ...] | list[str],
+    z: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tied: dict[str, str] | None = None,
+    rtol: float = BOUND_RTOL,
+) -> list[str]:
+    """One warning per free coordinate ``names[i]`` whose internal value ``z[i]`` sits at
+    (within ``rtol`` of) its box bound, naming the bound (``e^14`` for a log parameter)."""
+    out = []
+    for i, p in enumerate(names):
+        side = internal_bound_side(float(z[i]), float(lo[i]), float(hi[i]), rtol)
+        if side is None:
+            continue
+        b = float(lo[i] if side == "lower" else hi[i])
+        shown = f"e^{b:g} (= {np.exp(b):.4g})" if p in law.log_params else f"{b:g}"
+        also = [q for q, t in (tied or {}).items() if t == p]
+        label = p + (f" (and {', '.join(also)}, tied to it)" if also else "")
+        out.append(
+            f"{label} at its {side} bound {shown}: the box, not the data, set it "
+            "(not identified; widen the bound, fix it, or add data that constrain it)"
+        )
+    return out
 
 
 def at_bounds(fit, rtol: float = BOUND_RTOL) -> dict[str, tuple[str, float]]:

@@ -13,19 +13,21 @@ class AnalysisInputError(ValueError):
 
 
 class TooFewPointsError(AnalysisInputError):
-    """A fit with fewer points than free parameters + 1: it would interpolate its data
-    (zero residuals, zero-width CIs) and determine nothing. ``what`` names the points
-    ("points", "runs after --where", ...) in the message."""
+    """A fit with fewer points than free parameters + 1 (or than ``need``, 3 for fit_law):
+    it would interpolate its data (zero residuals, zero-width CIs) and determine nothing.
+    ``what`` names the points ("points", "runs after --where", ...) in the message."""
 
-    def __init__(self, n: int, n_free: int, law: str, what: str = "points"):
+    def __init__(self, n: int, n_free: int, law: str, what: str = "points", need: int = 0):
         self.n, self.n_free, self.law, self.what = n, n_free, law, what
+        self.need = max(need, n_free + 1)
         super().__init__(
-            f"{n} {what} for {n_free} free parameters of {law}: need >= {n_free + 1}"
+            f"{n} {what} for {n_free} free parameters of {law}: need >= {self.need}"
         )
 
 
 class IdentifiabilityWarning(UserWarning):
-    """The data cannot pin down a parameter: a flat valley or too few points per parameter."""
+    """The data cannot pin down a parameter: a flat valley, a parameter at its box bound, or
+    too few points per parameter."""
 
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:

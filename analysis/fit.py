@@ -1,5 +1,6 @@
 """``fit_law``: multi-start, Huber-in-log-space fits of a scaling law (Besiroglu et al. 2024,
-arXiv 2404.10102, and its code epoch-research/analyzing-chinchilla).
+arXiv 2404.10102, and its code epoch-research/analyzing-chinchilla) by default; MSE and
+linear-space residuals, ties and weights as options.
 
 What a fit does, exactly (``starts="grid"``):
 
@@ -12,15 +13,26 @@ What a fit does, exactly (``starts="grid"``):
    relative ftol 1e-12) in the same batched optimiser.
 4. Polish: the ``POLISH`` = 4 best of those go through scipy's L-BFGS-B (analytic
    gradient, ftol 1e-15, gtol 1e-10); the lowest objective wins.
+5. Diagnose: a free parameter at its box bound is named in ``warnings``
+   (diagnostics.bound_warnings), so is one that the data leave open towards a bound
+   (open_sides.py), a flat Hessian valley and too few points per parameter
+   (diagnostics.identifiability_warnings); each is also raised as an
+   ``IdentifiabilityWarning``. ``starts_converged`` is the share of the continued starts
+   that reached the best objective (starts.share_converged). Curved valleys need
+   ``result.profile(p)`` (profile.py), which refits and is therefore not run by default.
 
 On Epoch's data the optimum is reached from over a thousand of the 4,500 starts, and from
 every one of the best 10 after 10 screening iterations, so screening loses nothing there;
 ``screen_iters``/``keep`` are arguments for harder problems.
+
+Options: ``tie`` (tie.py), per-point ``weights``, the residual's ``space`` ("log":
+log Lhat - log L, Epoch's choice; "linear": Lhat - L) with ``loss`` Huber (``delta`` in the
+residual's units) or MSE (objective.py). Data a fit cannot support are refused before any
+fitting (checks.py).
 """
 
 from __future__ import annotations
 
-import itertools
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,31 +41,44 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from analysis.diagnostics import identifiability_warnings
-from analysis.errors import AnalysisInputError, IdentifiabilityWarning, TooFewPointsError
+from analysis.checks import check_fit_data, column_array, point_weights, require_points
+from analysis.diagnostics import bound_warnings, identifiability_warnings
+from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.laws import Law, get_law
 from analysis.multistart import lbfgs_batched
 from analysis.objective import Objective
+from analysis.open_sides import open_side_warnings
+from analysis.starts import MAX_GRID, box, share_converged, start_points
+from analysis.tie import coordinates
 
-__all__ = ["KEEP", "MAX_GRID", "POLISH", "SCREEN_ITERS", "FitResult", "fit_law", "require_points"]
+__all__ = [
+    "KEEP",
+    "MAX_GRID",
+    "POLISH",
+    "SCREEN_ITERS",
+    "FitResult",
+    "fit_law",
+    "law_loss_column",
+    "require_points",
+]
 
 SCREEN_ITERS = 25
 KEEP = 64
 POLISH = 4
-MAX_GRID = 50_000  # a larger product grid is subsampled (seeded) to this many starts
 
 
 @dataclass(frozen=True)
 class FitResult:
-    """A fitted law. ``params`` are natural values keyed by the law's parameter names."""
+    """A fitted law. ``params`` are natural values keyed by the law's parameter names (a
+    tied parameter included, equal to its target)."""
 
     law: Law
     params: dict[str, float]
     objective: float
-    r2: float
-    residuals: np.ndarray  # (n,) log Lhat - log L at the optimum
+    r2: float  # 1 - SS_res / SS_tot of the loss itself (weighted when weights are given)
+    residuals: np.ndarray  # (n,) at the optimum in the fit's space: log Lhat - log L or Lhat - L
     n_points: int
-    free: tuple[str, ...]
+    free: tuple[str, ...]  # the free coordinates (a tied parameter is under its target's name)
     fixed: dict[str, float]
     loss: str
     delta: float
@@ -65,6 +90,15 @@ class FitResult:
     lo: np.ndarray = field(repr=False)
     hi: np.ndarray = field(repr=False)
     base: FitResult | None = None  # stage-1 fit of a two-stage DataConstrained fit
+    tied: dict[str, str] = field(default_factory=dict)  # tied parameter -> its target
+    space: str = "log"  # the residual's space: "log" or "linear"
+    weights: np.ndarray | None = field(default=None, repr=False)  # (n,) per-point weights
+    seed: int = 0  # seeds integer starts and a subsampled grid
+    starts_converged: float = 1.0
+    """Share of the ``starts_run`` starts run to convergence whose final objective is within
+    starts.STARTS_RTOL (1e-6 relative) of the best. Those are all starts when there are at
+    most ``keep`` (64), else the ``keep`` best after the screen (starts.py)."""
+    starts_run: int = 0  # starts run to convergence: min(n_starts, keep)
 
     def predict(self, data: Any) -> np.ndarray:
         """Predicted loss (n,) on ``data`` (polars DataFrame or mapping of columns)."""
@@ -76,58 +110,15 @@ class FitResult:
 
         return bootstrap_fit(self, n=n, seed=seed, workers=workers)
 
+    def profile(self, param: str, level: float = 0.95, n: int = 24):
+        """Profile-likelihood CI of ``param`` with flat-side flags; see profile.py."""
+        from analysis.profile import profile_fit
+
+        return profile_fit(self, param, level=level, n=n)
+
     def summary(self) -> str:
         vals = ", ".join(f"{k}={v:.6g}" for k, v in self.params.items())
         return f"{self.law.name}: {vals}; objective={self.objective:.6g}; R^2={self.r2:.4f}"
-
-
-def require_points(n: int, n_free: int, law: str, what: str = "points") -> None:
-    """Refuse an underdetermined fit: ``n`` points for ``n_free`` free parameters need
-    ``n >= n_free + 1`` (with fewer the law interpolates: zero residuals, zero-width CIs).
-    Raises TooFewPointsError naming the count."""
-    if n < n_free + 1:
-        raise TooFewPointsError(n, n_free, law, what)
-
-
-def _box(law: Law, free: list[str], bounds: Mapping[str, tuple[float, float]] | None):
-    lo = np.array([law.bounds[p][0] for p in free], dtype=float)
-    hi = np.array([law.bounds[p][1] for p in free], dtype=float)
-    law.check_names(bounds)
-    for p, (b_lo, b_hi) in (bounds or {}).items():
-        if p not in free:
-            raise AnalysisInputError(f"bounds given for '{p}', which is fixed")
-        i = free.index(p)
-        if b_lo is not None:
-            lo[i] = law.param_to_internal(p, b_lo) if p in law.log_params else float(b_lo)
-        if b_hi is not None:
-            hi[i] = law.param_to_internal(p, b_hi) if p in law.log_params else float(b_hi)
-        if not lo[i] < hi[i]:
-            raise AnalysisInputError(f"bounds for '{p}' are empty: {(b_lo, b_hi)}")
-    return lo, hi
-
-
-def _starts(law: Law, free: list[str], starts: Any, lo, hi) -> np.ndarray:
-    """Start points (S, P_free) in internal space."""
-    if isinstance(starts, str):
-        if starts != "grid":
-            raise AnalysisInputError(
-                f"starts must be 'grid', an int, or start points; got '{starts}'"
-            )
-        z = np.array(list(itertools.product(*[law.grid[p] for p in free])), dtype=float)
-        if z.shape[0] > MAX_GRID:
-            keep = np.random.default_rng(0).choice(z.shape[0], MAX_GRID, replace=False)
-            z = z[np.sort(keep)]
-    elif isinstance(starts, (int, np.integer)):
-        rng = np.random.default_rng(0)
-        g_lo = np.array([min(law.grid[p]) for p in free])
-        g_hi = np.array([max(law.grid[p]) for p in free])
-        z = g_lo + (g_hi - g_lo) * rng.random((int(starts), len(free)))
-    else:  # a mapping or a sequence of mappings of natural values
-        rows = [starts] if isinstance(starts, Mapping) else list(starts)
-        z = np.array([[law.param_to_internal(p, r[p]) for p in free] for r in rows], dtype=float)
-    if z.size == 0:
-        raise AnalysisInputError("no start points")
-    return np.clip(z.reshape(-1, len(free)), lo, hi)
 
 
 def _polish(obj: Objective, z0: np.ndarray, lo, hi) -> tuple[np.ndarray, float, bool]:
@@ -146,15 +137,30 @@ def _polish(obj: Objective, z0: np.ndarray, lo, hi) -> tuple[np.ndarray, float, 
     return res.x, float(res.fun), bool(res.success)
 
 
+def _r2(y: np.ndarray, pred: np.ndarray, w: np.ndarray | None) -> float:
+    """1 - SS_res / SS_tot of the loss (weighted sums and mean when ``w`` is given)."""
+    if w is None:
+        ss_res = float(np.sum((y - pred) ** 2))
+        ss_tot = float(np.sum((y - y.mean()) ** 2))
+    else:
+        ss_res = float(np.sum(w * (y - pred) ** 2))
+        ss_tot = float(np.sum(w * (y - np.average(y, weights=w)) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+
 def fit_law(
     law: str | Law,
     data: Any,
     *,
     loss: str = "huber",
     delta: float = 1e-3,
+    space: str = "log",
     fixed: Mapping[str, float] | None = None,
+    tie: Mapping[str, str] | None = None,
+    weights: np.ndarray | str | None = None,
     bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     starts: Any = "grid",
+    seed: int = 0,
     screen_iters: int = SCREEN_ITERS,
     keep: int = KEEP,
     polish: int = POLISH,
@@ -162,33 +168,53 @@ def fit_law(
 ) -> FitResult:
     """Fit ``law`` to ``data`` (columns N, D, U as the law needs, and ``loss``).
 
-    ``fixed``: natural values of parameters held constant. ``bounds``: natural-value
-    (lo, hi) per free parameter (None = the law's default). ``starts``: "grid", an int
-    (that many seeded uniform starts over the grid's range) or natural-value start
-    mapping(s). Returns a FitResult; identifiability problems are warned about
-    (``IdentifiabilityWarning``) and listed in ``result.warnings``. Fewer points than free
-    parameters + 1 raise TooFewPointsError (an AnalysisInputError).
+    ``loss``: "huber" or "mse" of the residual in ``space`` ("log": log Lhat - log L;
+    "linear": Lhat - L); ``delta``: Huber's threshold in the residual's units.
+    ``fixed``: natural values of parameters held constant. ``tie``: {parameter: target},
+    the parameter shares its target's free coordinate (e.g. {"beta": "alpha"}).
+    ``weights``: per-point weights >= 0, an array (n,) or a column name (weighted objective
+    SUM w_i rho(r_i); the bootstrap resamples points with their weights).
+    ``bounds``: natural-value (lo, hi) per free parameter (None = the law's default).
+    ``starts``: "grid", an int (that many uniform starts over the grid's range, drawn
+    with ``seed``) or natural-value start mapping(s).
+    Returns a FitResult; parameters at a box bound and other identifiability problems are
+    listed in ``result.warnings`` and warned about (``IdentifiabilityWarning``, when
+    ``warn``). Unusable data raise a one-line AnalysisInputError (checks.py): bad values,
+    fewer than 3 points or than free parameters + 1 (TooFewPointsError), a constant loss,
+    a constant N or D.
     """
     law = get_law(law)
     fixed = {k: float(v) for k, v in (fixed or {}).items()}
     law.check_names(fixed)
+    coords = coordinates(law, fixed, tie)
+    free = list(coords.names)
     X = law.inputs(data)
     y = law_loss_column(data)
-    free = [p for p in law.param_names if p not in fixed]
-    if free:
-        require_points(int(y.size), len(free), law.name)
+    w = point_weights(data, weights, y.size)
+    check_fit_data(law, X, y, len(free), w)
     template = np.array(
         [law.param_to_internal(p, fixed[p]) if p in fixed else 0.0 for p in law.param_names]
     )
-    free_idx = np.array([law.param_names.index(p) for p in free], dtype=int)
-    obj = Objective(law, X, np.log(y), template, free_idx, loss=loss, delta=delta)
-    lo, hi = _box(law, free, bounds)
+    free_idx = np.array([law.param_names.index(p) for p in coords.varied], dtype=int)
+    obj = Objective(
+        law,
+        X,
+        np.log(y),
+        template,
+        free_idx,
+        loss=loss,
+        delta=delta,
+        space=space,
+        point_weights=w,
+        coords=coords.index,
+    )
+    lo, hi = box(law, coords, bounds)
 
     if not free:  # everything fixed: just evaluate
-        z_best, n_starts, ok = np.zeros(0), 0, True
+        z_best, n_starts, ok, share, n_run = np.zeros(0), 0, True, 1.0, 0
         f_best = float(obj.value_and_grad(np.zeros((1, 0)), grad=False)[0][0])
     else:
-        z0 = _starts(law, free, starts, lo, hi)
+        z0 = start_points(law, coords.names, starts, lo, hi, seed)
         n_starts = z0.shape[0]
 
         def fg(z, rows):
@@ -202,14 +228,18 @@ def fit_law(
         z_best, f_best, ok = min(cands, key=lambda c: c[1])
         if not np.isfinite(f_best):
             raise AnalysisInputError(f"{law.name}: no start reached a finite objective")
+        share, n_run = share_converged(cont.f, f_best), int(cont.f.size)
 
     theta = obj.full(z_best[None, :])[0]
     params = {**law.as_dict(theta), **fixed}  # fixed values exactly as given, not exp(log(v))
     pred = np.exp(law.log_predict(theta[None, :], X)[0])
-    ss_res = float(np.sum((y - pred) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
-    msgs = identifiability_warnings(obj, z_best, free) if free else []
+    if space == "log":
+        residuals = np.log(pred) - np.log(y)
+    else:
+        residuals = obj.residuals(z_best[None, :])[0]
+    msgs = bound_warnings(law, free, z_best, lo, hi, coords.tied)
+    msgs += open_side_warnings(obj, z_best, f_best, free, lo, hi, law)
+    msgs += identifiability_warnings(obj, z_best, free) if free else []
     if warn:
         for m in msgs:
             warnings.warn(f"{law.name}: {m}", IdentifiabilityWarning, stacklevel=2)
@@ -217,8 +247,8 @@ def fit_law(
         law=law,
         params=params,
         objective=f_best,
-        r2=r2,
-        residuals=np.log(pred) - np.log(y),
+        r2=_r2(y, pred, w),
+        residuals=residuals,
         n_points=int(y.size),
         free=tuple(free),
         fixed=fixed,
@@ -231,17 +261,15 @@ def fit_law(
         z=z_best,
         lo=lo,
         hi=hi,
+        tied=dict(coords.tied),
+        space=space,
+        weights=w,
+        seed=seed,
+        starts_converged=share,
+        starts_run=n_run,
     )
 
 
 def law_loss_column(data: Any) -> np.ndarray:
-    """The ``loss`` column as float64 (n,), checked finite and > 0."""
-    try:
-        col = data["loss"]
-    except Exception:
-        have = list(getattr(data, "columns", None) or list(data))
-        raise AnalysisInputError(f"the data need a 'loss' column; they have {have}") from None
-    y = np.asarray(col.to_numpy() if hasattr(col, "to_numpy") else col, dtype=float)
-    if y.ndim != 1 or y.size == 0 or not np.all(np.isfinite(y)) or np.any(y <= 0):
-        raise AnalysisInputError("column 'loss' must hold finite values > 0 (and at least one row)")
-    return y
+    """The ``loss`` column as float64 (n,), checked finite and > 0 (checks.column_array)."""
+    return column_array(data, "loss")

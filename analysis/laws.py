@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.checks import checked_values
 from analysis.errors import AnalysisInputError, did_you_mean
 
 __all__ = ["LAW_NAMES", "Chinchilla", "DataConstrained", "Law", "PowerLaw", "get_law"]
@@ -117,10 +118,7 @@ class Law(ABC):
                 raise AnalysisInputError(
                     f"{self.name} needs column '{c}'; the data has {have}"
                 ) from None
-            arr = np.asarray(col.to_numpy() if hasattr(col, "to_numpy") else col, dtype=float)
-            if arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise AnalysisInputError(f"column '{c}' must hold finite values > 0")
-            cols[c] = arr
+            cols[c] = checked_values(c, col.to_numpy() if hasattr(col, "to_numpy") else col)
         return cols
 
     # ---- predictions ------------------------------------------------------------------

@@ -36,7 +36,7 @@ def value_cell(g: GroupFit, p: str) -> str:
 
 def _ci_end(g: GroupFit, p: str, v: float) -> str:
     r = g.result
-    i = r.free.index(p)
+    i = r.free.index(r.tied.get(p, p))  # a tied parameter shares its target's box
     return f"{_num(v)} (bound)" if bound_side(r.law, p, v, r.lo[i], r.hi[i]) else _num(v)
 
 
@@ -91,17 +91,13 @@ def fit_table(sel: Selection, where: Sequence[str] = (), by: Sequence[str] = ())
 
 
 def warning_lines(sel: Selection, grouped: bool = False) -> list[str]:
-    """``warning [group]: ...`` per stage-1 warning, parameter at a bound, identifiability
-    warning of each group's fit (``[group]`` only when grouped)."""
+    """``warning [group]: ...`` per stage-1 warning and warning of each group's fit
+    (``[group]`` only when grouped). A parameter at its bound is among the fit's own
+    warnings (diagnostics.bound_warnings), so it is not repeated from ``at_bounds``."""
     lines = []
     for g in sel.groups:
         tag = f" [{g.label}]" if grouped else ""
         base = g.result.base.warnings if g.result.base is not None else ()
         lines += [f"warning{tag} (stage-1 base fit): {w}" for w in base]
-        lines += [
-            f"warning{tag}: {p} not identified: the fit ended at its {side} bound {bound:.5g}, "
-            "so the bound, not the data, set it"
-            for p, (side, bound) in g.at_bounds.items()
-        ]
         lines += [f"warning{tag}: {w}" for w in g.result.warnings]
     return lines
