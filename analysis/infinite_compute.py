@@ -48,6 +48,7 @@ from analysis.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
 from analysis.identified import why_not_identified
 from analysis.recipe_rows import RecipeRows, find_recipes, reference_recipe
+from analysis.runs import drop_stale
 from analysis.recipes import (
     AsymptoteFit,
     compare_asymptotes,
@@ -229,6 +230,8 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     need = {"N", "D_unique", "state", loss, "name"}
     if missing := need - set(runs.columns):
         raise AnalysisInputError(f"runs table lacks {sorted(missing)} (run `scalelab collect SWEEP`)")
+    runs, stale = drop_stale(runs)
+    notes += [stale] if stale else []
     rows = find_recipes(runs, recipes, ref_wd=ref_wd, tuned_block=blocks.tuned)
     ref_name = reference_recipe(rows, reference)
     done = runs.filter((pl.col("state") == "COMPLETED") & pl.col(loss).is_finite())

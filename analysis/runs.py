@@ -17,7 +17,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 
-__all__ = ["LOSS_COLUMNS", "FitTable", "prepare_runs"]
+__all__ = ["IN_SPEC", "LOSS_COLUMNS", "FitTable", "drop_stale", "prepare_runs"]
 
 LOSS_COLUMNS = ("final_loss", "best_loss")
 
@@ -63,15 +63,33 @@ def _renamed(runs: pl.DataFrame, loss: str, n_column: str) -> pl.DataFrame:
     return out.with_columns(pl.col(c).cast(pl.Float64) for c in ("N", "D", "U", "loss"))
 
 
+IN_SPEC = "in_spec"
+"""runs.parquet's column (``scalelab collect``): True when the sweep's latest spec still plans
+the run; False for runs left in the directory by an earlier spec."""
+
+
+def drop_stale(runs: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """``runs`` without the runs of earlier specs (``IN_SPEC`` False), and a note saying how
+    many were left out (None when none were or the column is absent)."""
+    if IN_SPEC not in runs.columns:
+        return runs, None
+    keep = runs.filter(pl.col(IN_SPEC).fill_null(True))
+    if stale := runs.height - keep.height:
+        return keep, (f"left out {stale} run(s) of earlier specs of this sweep (no longer "
+                      "planned by its spec.yaml)")
+    return keep, None
+
+
 def prepare_runs(runs: pl.DataFrame, *, loss: str = "final_loss", n_column: str = "N") -> FitTable:
-    """Select fit-ready rows: COMPLETED state (when a ``state`` column exists) and finite,
+    """Select fit-ready rows: runs the sweep's latest spec plans (``drop_stale``), COMPLETED state (when a ``state`` column exists) and finite,
     positive N, D, U, loss. ``loss`` picks the runs-table column used as the loss."""
     if not isinstance(runs, pl.DataFrame):
         raise AnalysisInputError(f"expected a polars DataFrame, got {type(runs).__name__}")
     if "loss" in runs.columns and loss in LOSS_COLUMNS and loss not in runs.columns:
         loss = "loss"  # a plain (N, D, U, loss) table
+    runs, stale = drop_stale(runs)
     table = _renamed(runs, loss, n_column)
-    notes: list[str] = []
+    notes: list[str] = [stale] if stale else []
     n_input = table.height
     if "state" in table.columns:
         state = pl.col("state").cast(pl.Utf8).fill_null("NOT_STARTED")

@@ -2,7 +2,8 @@
 
 Columns: every axis of plan.parquet, run_id, name, state, N, N_non_embedding, D_unique,
 D_total, epochs, flops, member, final_loss (the last validation eval), best_loss (the
-minimum validation eval), steps_done, wall_time_s, records_note, and ``recipe`` when the
+minimum validation eval), steps_done, wall_time_s, records_note, ``in_spec`` (the sweep's
+spec.yaml still plans the run: ``scalelab.sweep.current``), and ``recipe`` when the
 spec sets ``extra.recipe`` (as an axis, or in ``base``). All eval files are read by ONE
 multi-threaded polars scan over the sweep; states come from ``status.sweep_states``.
 
@@ -24,6 +25,7 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.sweep.current import IN_SPEC, current_run_ids
 from scalelab.sweep.status import sweep_states
 from scalelab.train.record_files import CorruptRecordError, read_record_file
 from scalelab.train.records_check import RecordsCheck, check_records
@@ -148,6 +150,8 @@ def collect(sweep_dir: str | Path) -> pl.DataFrame:
         frame = frame.with_columns(pl.col("extra.recipe").cast(pl.String).alias("recipe"))
     elif (recipe := _base_recipe(sweep_dir)) is not None:
         frame = frame.with_columns(pl.lit(recipe).alias("recipe"))
+    if (ids := current_run_ids(sweep_dir)) is not None:
+        frame = frame.with_columns(pl.col("run_id").is_in(sorted(ids)).alias(IN_SPEC))
     drop = [c for c in ("note", "job_id") if c in frame.columns]
     frame = frame.drop(drop)
     write_parquet_atomic(sweep_dir / RUNS_FILE, frame)

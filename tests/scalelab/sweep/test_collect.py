@@ -88,3 +88,40 @@ def test_unfinished_runs_read_eval_part_files(tmp_path):
     frame = collect(sweep)
     assert frame.filter(pl.col("run_id") == "id2").select("state", "final_loss", "best_loss").row(0) == \
         ("PREEMPTED", 4.5, 4.0)
+
+
+def _tiny_spec(path: Path, weight_decays: list[float]) -> Path:
+    spec = {
+        "name": "respec",
+        "base": {"model": {"preset": "cpu-2.2k"},
+                 "data": {"dataset": "default", "seq_len": 16, "unique_tokens": 256, "epochs": 1,
+                          "val_tokens": 512},
+                 "optim": {"name": "adamw", "lr": 3.0e-3},
+                 "train": {"batch_size": 8, "eval_every": 0, "eval_batches": 1, "device": "cpu"}},
+        "launcher": {"executor": "debug"},
+        "blocks": [{"name": "a", "grid": {"optim.weight_decay": weight_decays}}],
+    }
+    import yaml
+
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_collect_marks_runs_of_an_earlier_spec(tmp_path):
+    """A sweep re-launched with an edited spec keeps the old runs (plan.parquet merges), but
+    collect marks them in_spec False and the analyses leave them out with a note."""
+    from analysis.runs import drop_stale, prepare_runs
+
+    root = tmp_path / "runs"
+    assert cli("sweep", str(_tiny_spec(tmp_path / "a.yaml", [0.1, 1.0])), "--root", str(root)) == 0
+    assert cli("sweep", str(_tiny_spec(tmp_path / "b.yaml", [0.1, 3.0])), "--root", str(root)) == 0
+    frame = collect(root / "respec").sort("optim.weight_decay")
+    assert frame["optim.weight_decay"].to_list() == [0.1, 1.0, 3.0]
+    assert frame["state"].to_list() == ["COMPLETED"] * 3
+    assert frame["in_spec"].to_list() == [True, False, True]
+    kept, note = drop_stale(frame)
+    assert kept["optim.weight_decay"].to_list() == [0.1, 3.0]
+    assert note is not None and "1 run(s) of earlier specs" in note
+    assert note in prepare_runs(frame).notes
+    again, none = drop_stale(kept)
+    assert again.equals(kept) and none is None
