@@ -158,7 +158,12 @@ def _summary(res, path: Path, echo) -> None:
             echo(f"  {line}")
     echo(f"\nData efficiency vs the {res.reference} recipe "
          f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")
-    for row in res.multipliers.iter_rows(named=True):
+    rows = list(res.multipliers.iter_rows(named=True))
+    whys = {row.get("why") for row in rows}
+    if len(rows) > 1 and len(whys) == 1 and None not in whys:  # one reason for all: say it once
+        echo(f"  no multiplier for any recipe: {whys.pop()}")
+        rows = []
+    for row in rows:
         echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row)}")
     echo(f"\nReport: {path}\nFigure: {path.parent / 'recipes.png'}")
 
