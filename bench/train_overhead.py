@@ -3,8 +3,8 @@
 Both train the same model (same preset, init, optimizer, lr schedule, clipping) on the
 same batches (``TrainStream.batch(i)``) for the same number of steps:
 
-- bare: batch gather, forward, backward, clip, AdamW step, zero_grad; one
-  ``loss.item()`` at the end;
+- bare: batch gather, forward and loss (``lm_loss``, as the trainer), backward, clip,
+  AdamW step, zero_grad; one ``loss.item()`` at the end;
 - scalelab: ``train(cfg, run_dir)`` with a metrics row every step (``log_every=1``), norms
   every 50 steps, the step-0 and final evals and one final checkpoint.
 
@@ -36,7 +36,7 @@ from scalelab.model import build_model
 from scalelab.train import train
 from scalelab.train.optimizers import build_optimizer
 from scalelab.train.schedules import lr_at
-from scalelab.train.step import cross_entropy
+from scalelab.train.step import lm_loss
 
 
 def _clock() -> tuple[float, float]:
@@ -61,7 +61,7 @@ def bare(cfg) -> tuple[float, float]:
         mult = lr_at(i, d.steps, cfg.train.schedule, d.warmup_steps, cfg.train.min_lr_ratio)
         for g in opt.param_groups:
             g["lr"] = g["base_lr"] * mult
-        loss = cross_entropy(model(x), y)
+        loss = lm_loss(model, x, y)  # the trainer's loss (chunked cross-entropy)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
         opt.step()

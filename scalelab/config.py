@@ -113,8 +113,11 @@ class TrainConfig:
 
     batch_size: int = 16
     """Global batch in sequences (all ranks, all accumulation steps)."""
-    micro_batch_size: int | None = None
-    """Per-rank sequences per forward pass (None = batch_size / world_size)."""
+    micro_batch_size: int | Literal["auto"] | None = None
+    """Per-rank sequences per forward pass (None = batch_size / world_size). 'auto': the
+    largest divisor of batch_size / world_size whose predicted peak memory
+    (``scalelab.model.memory``) fits 90% of the GPU: the plan's pick uses
+    ``launcher.gpu_mem_gb``, the trainer's the GPU it runs on (CPU: the whole batch)."""
     schedule: Schedule = "cosine"
     """'cosine' (warmup, cosine to min_lr_ratio), 'wsd' (warmup-stable-decay), 'constant'."""
     warmup: float = 0.05
@@ -145,7 +148,32 @@ class TrainConfig:
     """Consecutive steps the train loss must stay above the divergence threshold
     (divergence_factor or loss_ceiling). The count restarts at a resume."""
     compile: bool = False
-    """Wrap the model in torch.compile. Operational."""
+    """Wrap the model in torch.compile (with parallelism 'fsdp': each block). Operational."""
+    parallelism: Literal["ddp", "fsdp"] = "ddp"
+    """How more than one process shares the model (``scalelab.train.fsdp``): 'ddp' replicates
+    it (DistributedDataParallel: gradients all-reduced); 'fsdp' shards parameters, gradients
+    and optimizer state over the ranks (FSDP2 ``fully_shard`` per transformer block, then the
+    root; Muon and Scion in their fsdp modes) and checkpoints with torch.distributed.checkpoint
+    (one file per rank). One process trains the bare model either way. In fp32 the losses
+    equal one process's up to summation order (tolerances per optimizer in
+    tests/scalelab/test_fsdp.py). Operational."""
+    fsdp_param_dtype: Literal["auto", "bf16", "fp32"] = "auto"
+    """With parallelism 'fsdp': MixedPrecisionPolicy.param_dtype, the dtype parameters are
+    all-gathered and computed in (master weights and optimizer state keep the stored dtype;
+    gradients are always reduced in fp32). 'auto': bf16 under precision 'bf16-autocast', else
+    the stored dtype. bf16 also rounds the embedding output, so the residual stream is bf16;
+    'fp32' with 'bf16-autocast' keeps DDP's autocast numerics (fp32 residual stream) at twice
+    the all-gather bytes. Operational."""
+    activation_checkpointing: Literal["none", "block", "selective"] = "none"
+    """Recompute activations in backward instead of saving them, per transformer block
+    (``torch.utils.checkpoint``, use_reentrant=False; ``scalelab.model.checkpointing``).
+    'none': autograd saves every activation it needs. 'block': only each block's input is
+    kept; the whole block runs again in backward (about one extra forward). 'selective': each
+    block keeps its input, the outputs of its seven linear projections (wq, wk, wv, wo, w_gate,
+    w_up, w_down: the aten.mm results) and every output of the attention kernel (the
+    scaled_dot_product_attention op: output and log-sum-exp); everything else (RMSNorm, RoPE,
+    SiLU and the gate product, dtype casts, GQA repeats) is recomputed: cheap elementwise
+    work, no matmul runs twice. Losses and gradients equal 'none' bitwise on CPU. Operational."""
     # --- operational (never in the run id) ---
     eval_every: int = 100
     """Steps between held-out evals (always also at the last step). Operational."""
@@ -249,6 +277,9 @@ OPERATIONAL_KEYS = frozenset(
         "train.checkpoint_every",
         "train.device",
         "train.compile",
+        "train.parallelism",
+        "train.fsdp_param_dtype",
+        "train.activation_checkpointing",
     }
 )
 

@@ -156,8 +156,8 @@ def derive(
     batch, seq_len = cfg.train.batch_size, cfg.data.seq_len
     if batch < 1:
         raise UserError(f"must be >= 1, got {batch}", key="train.batch_size")
-    micro = cfg.train.micro_batch_size
-    if micro is not None and (micro < 1 or batch % micro):
+    micro = cfg.train.micro_batch_size  # 'auto' is resolved per GPU (scalelab.model.micro_batch)
+    if isinstance(micro, int) and (micro < 1 or batch % micro):
         raise UserError(
             f"{micro} must be >= 1 and divide train.batch_size={batch}",
             key="train.micro_batch_size",

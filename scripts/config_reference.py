@@ -1,8 +1,9 @@
-"""Print the run-config reference (README §Config reference) from scalelab/config.py.
+"""Print the run-config reference (README §Config reference) from scalelab/config.py, and
+the launcher reference (§Launcher reference) from scalelab/sweep/sections.py.
 
 Each field's documentation is the string literal right under its declaration, so the
-reference is generated from the code and cannot drift: tests/test_readme.py checks that
-README.md holds exactly this output between its markers.
+references are generated from the code and cannot drift: tests/test_readme.py checks that
+README.md holds exactly this output between each pair of markers.
 
     python scripts/config_reference.py            # print
     python scripts/config_reference.py --write    # rewrite README.md between the markers
@@ -24,13 +25,17 @@ SECTIONS = {
     "TrainConfig": "train.",
     "DistillConfig": "distill.",
 }
+LAUNCHER = ("<!-- launcher-reference:begin -->", "<!-- launcher-reference:end -->",
+            "scalelab/sweep/sections.py", {"LauncherConfig": "launcher."})
+"""Markers, source file and class of the launcher reference."""
 
 
-def reference() -> str:
-    tree = ast.parse((ROOT / "scalelab" / "config.py").read_text())
+def reference(source: str = "scalelab/config.py", sections: dict[str, str] = SECTIONS) -> str:
+    """The markdown table of every field of ``sections`` (class name -> key prefix)."""
+    tree = ast.parse((ROOT / source).read_text())
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    for cls_name, prefix in SECTIONS.items():
+    for cls_name, prefix in sections.items():
         cls = classes.get(cls_name)
         if cls is None:
             continue
@@ -61,12 +66,18 @@ def _default(value: ast.expr | None) -> str:
     return ast.unparse(value)
 
 
+def launcher_reference() -> str:
+    return reference(*LAUNCHER[2:])
+
+
 def write_readme() -> None:
     path = ROOT / "README.md"
     text = path.read_text()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    path.write_text(f"{head}{BEGIN}\n{reference()}\n{END}{tail}")
+    for begin, end, table in ((BEGIN, END, reference()), (*LAUNCHER[:2], launcher_reference())):
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{begin}\n{table}\n{end}{tail}"
+    path.write_text(text)
 
 
 if __name__ == "__main__":
@@ -74,3 +85,5 @@ if __name__ == "__main__":
         write_readme()
     else:
         print(reference())
+        print()
+        print(launcher_reference())

@@ -1,5 +1,5 @@
 """README promises: the quickstart is two commands, CI runs the README's test command,
-and the config reference is the one generated from scalelab/config.py."""
+and the config and launcher references are the ones generated from the code."""
 
 import importlib.util
 import re
@@ -27,6 +27,16 @@ def test_config_reference_is_generated_from_the_code():
     mod = _config_reference()
     inside = README.split(mod.BEGIN, 1)[1].split(mod.END, 1)[0].strip()
     assert inside == mod.reference(), "run: python scripts/config_reference.py --write"
+
+
+def test_launcher_reference_is_generated_from_the_code():
+    mod = _config_reference()
+    begin, end = mod.LAUNCHER[:2]
+    inside = README.split(begin, 1)[1].split(end, 1)[0].strip()
+    assert inside == mod.launcher_reference(), "run: python scripts/config_reference.py --write"
+    rows = inside.splitlines()[2:]
+    assert all(re.match(r"\| `launcher\.[a-z_]+` \|.*\S \|$", r) for r in rows)  # documented
+    assert any("`launcher.setup`" in r for r in rows) and any("`launcher.env`" in r for r in rows)
 
 
 def test_every_config_field_is_documented():

@@ -15,7 +15,8 @@ generation jobs get ``--dependency=afterok:<teacher jobs>`` and students
 ``slurm_additional_parameters``). Only jobs still known to the scheduler (submitted now,
 or holding a live claim) are named; teachers already COMPLETED on disk need no
 dependency. On the local and debug backends the stages simply run one after the other;
-students whose generation failed are not launched.
+students whose generation failed are not launched. Every job runs with its run's launcher
+(``Plan.launchers``): a generation job with its first student's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from scalelab.distill.resolve import generation_key, needs_generation
 from scalelab.store.atomic import write_yaml_atomic
 from scalelab.store.status import State, read_status
 from scalelab.sweep.launch import ReportCounts
+from scalelab.sweep.resources import launchers_of
 
 __all__ = ["StagedReport", "execute_staged", "has_students", "is_dependent"]
 
@@ -50,6 +52,7 @@ def has_students(plan: Any) -> bool:
 class _SubPlan:
     table: pl.DataFrame
     configs: list
+    launchers: list
 
 
 @dataclass
@@ -84,8 +87,12 @@ class StagedReport(ReportCounts):
         return self.reports[0].backend
 
 
-def _subplan(plan: Any, rows: list[int]) -> _SubPlan:
-    return _SubPlan(plan.table[rows], [plan.configs[i] for i in rows])
+def _subplan(launchers: list, plan: Any, rows: list[int], deps: list[str] | None = None) -> _SubPlan:
+    """Rows of ``plan``; with ``deps``, each run's launcher waits for those jobs."""
+    own = [launchers[i] for i in rows]
+    if deps is not None:
+        own = [_with_dependency(launcher, deps) for launcher in own]
+    return _SubPlan(plan.table[rows], [plan.configs[i] for i in rows], own)
 
 
 def _with_dependency(launcher: Any, job_ids: list[str]) -> Any:
@@ -118,6 +125,7 @@ def execute_staged(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: boo
     from scalelab.sweep.launch import execute
 
     sweep_dir = Path(sweep_dir).resolve()
+    launchers = launchers_of(plan, launcher)
     dependent = [i for i, c in enumerate(plan.configs) if is_dependent(c)]
     others = [i for i in range(len(plan.configs)) if i not in set(dependent)]
     common = dict(executor=executor, retry_failed=retry_failed, retry_preempted=retry_preempted, progress=progress)
@@ -129,7 +137,7 @@ def execute_staged(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: boo
 
     # Stage 1: teachers and every other run.
     # On a cluster nothing waits until every stage is queued (the dependencies order them).
-    first = execute(_subplan(plan, others), sweep_dir, launcher, wait=not on_cluster, **common)
+    first = execute(_subplan(launchers, plan, others), sweep_dir, launcher, wait=not on_cluster, **common)
     out.reports.append(first)
     run_dir_of = dict(zip(plan.table["run_id"].to_list(), plan.table["run_dir"].to_list()))
     teacher_job = {run_dir_of[h.run_id]: h.job_id for h in first.handles}
@@ -157,8 +165,9 @@ def execute_staged(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: boo
             gen_ok[key], out.generation[key] = True, "skip: completed"
             continue
         write_yaml_atomic(gen_dir / CONFIG_INPUT, strict.to_dict(cfg))
-        backend = make_backend(_with_dependency(launcher, teacher_jobs(cfg)), sweep_dir, executor, progress=False)
-        (handle,) = backend.submit([JobSpec(key, f"generate-{key}", str(gen_dir), TARGET)])
+        gen_launcher = _with_dependency(launchers[i], teacher_jobs(cfg))
+        backend = make_backend(gen_launcher, sweep_dir, executor, progress=False)
+        (handle,) = backend.submit([JobSpec(key, f"generate-{key}", str(gen_dir), TARGET)], gen_launcher)
         out.generation[key] = handle.job_id
         gen_handles.append(handle)
         if on_cluster:
@@ -180,7 +189,7 @@ def execute_staged(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: boo
             deps.append(gen_job[generation_key(cfg)])
         groups.setdefault(tuple(sorted(set(deps))), []).append(i)
     for deps, rows in groups.items():
-        out.reports.append(execute(_subplan(plan, rows), sweep_dir, _with_dependency(launcher, list(deps)),
+        out.reports.append(execute(_subplan(launchers, plan, rows, list(deps)), sweep_dir, launcher,
                                    wait=not on_cluster, **common))
     if on_cluster and wait:
         results = probe.wait(out.handles + gen_handles)

@@ -2,7 +2,8 @@
 
 Pre-norm blocks ``x + attn(norm(x))``, ``x + mlp(norm(x))``; RMSNorm; RoPE; causal
 ``F.scaled_dot_product_attention`` with grouped-query attention; SwiGLU MLP; no biases;
-untied embedding and head by default. Logits are returned in fp32.
+untied embedding and head by default. Logits are returned in fp32; ``model(idx, targets)``
+returns the mean cross-entropy without forming them (``scalelab.model.chunked_loss``).
 
 Parameter names (optimizer routers and norm records rely on them):
 
@@ -28,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalelab.model.chunked_loss import chunked_cross_entropy
 from scalelab.model.layers import RMSNorm, apply_rope, rope_table
 from scalelab.model.shape import ModelShape
 
@@ -136,11 +138,21 @@ class Llama(nn.Module):
             p.copy_(draw)
         self.rope = self._rope(ROPE_CACHE_LEN, device=self.tok_emb.weight.device)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx: int64 [B, T] -> logits fp32 [B, T, V]."""
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """idx: int64 [B, T] -> logits fp32 [B, T, V].
+
+        With ``targets`` (int64 [B, T]): the mean next-token cross-entropy instead, an fp32
+        0-d tensor, computed from the final hidden states chunk by chunk
+        (``chunked_cross_entropy``), so no [B, T, V] logits exist. It is computed here, in
+        ``forward``, so that wrappers (DDP, FSDP2's unsharded head, torch.compile) see the
+        head weight used inside the module's forward.
+        """
         T = idx.shape[1]
         rope = self.rope if T <= self.rope.shape[0] else self._rope(T, device=idx.device)
         x = self.tok_emb(idx)  # [B, T, d]
         for layer in self.layers:
             x = layer(x, rope)
-        return self.lm_head(self.norm_out(x)).float()  # [B, T, V]
+        h = self.norm_out(x)  # [B, T, d]
+        if targets is None:
+            return self.lm_head(h).float()  # [B, T, V]
+        return chunked_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.flatten())

@@ -4,7 +4,8 @@
 shape and vocabulary (cached per distinct model config); dotted keys come from the run's
 config, where a preset fills model.* keys left null and the dataset fills
 data.vocab_size / data.unique_tokens when null. Values already derived for this run (the
-``overlay``) take precedence.
+``overlay``) take precedence; launcher rules get their extra names (FLOPs, D, steps,
+launcher.*) through it (``scalelab.sweep.resources``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ class RuleEnv(Mapping):
         if vocab is None:
             raise self._err("N needs data.vocab_size (the dataset is not on this machine)")
         return vocab
+
+    def evaluate(self, rule, integer: bool) -> float | int:
+        """``rule`` on this run; errors name the run and the rule's line. ``integer``
+        targets are rounded to the nearest integer (half to even)."""
+        try:
+            value = rule.evaluate(self)
+        except UserError as err:
+            if err.file:
+                raise
+            raise self.spec.error(f"run '{self.cfg.name}': {err.detail}", err.key) from None
+        return round(value) if integer else value
 
     def _err(self, message: str) -> UserError:
         return self.spec.error(f"run '{self.cfg.name}': {message}", f"derive.{self.target}")

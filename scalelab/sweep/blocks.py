@@ -17,9 +17,13 @@ expands each block as a spec of its own and concatenates the plans:
         members: 4
       - name: distill
         base: {distill: {teacher: {extra.recipe: ensemble}, synthetic_weight: 0.75, ...}}
+        launcher: {gpus_per_node: 4, env: {NCCL_DEBUG: WARN}}   # its own resources
 
-A block may set ``base`` (deep-merged over the top-level base), ``derive`` (merged over
-the top-level rules), and its own ``grid``, ``zip``, ``members``, ``seeds`` (not inherited:
+A block may set ``base`` (deep-merged over the top-level base), ``launcher`` (deep-merged
+over the top-level launcher: a list such as ``setup`` replaces, ``env`` adds keys; not the
+sweep-wide ``executor``, ``root``, ``max_parallel``; a key set here wins over an inherited
+``derive`` rule of it: ``scalelab.sweep.resources``), ``derive`` (merged over the top-level
+rules), and its own ``grid``, ``zip``, ``members``, ``seeds`` (not inherited:
 a block without them is one run per member/seed). When the top level has a ``grid`` or
 ``zip`` of its own, it is expanded too, first, as the block named ``TOP_BLOCK`` ('tuned'),
 so a plain sweep (and ``scalelab tune`` on it) keeps working when blocks are added. Students' ``distill.teacher`` selectors are resolved against the
@@ -37,11 +41,14 @@ from typing import Any
 
 import polars as pl
 
+from scalelab import strict
 from scalelab.errors import UserError
+from scalelab.sweep import resources
+from scalelab.sweep.sections import LauncherConfig
 
 __all__ = ["BLOCK_KEYS", "expand_blocks", "parse_blocks"]
 
-BLOCK_KEYS = ("name", "base", "grid", "zip", "derive", "members", "seeds")
+BLOCK_KEYS = ("name", "base", "grid", "zip", "derive", "members", "seeds", "launcher")
 TOP_BLOCK = "tuned"
 """Name of the block the top level's own grid/zip forms (when it has one)."""
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
@@ -90,6 +97,8 @@ def parse_blocks(loc: Any, data: dict, text: str, validate) -> tuple[tuple[str, 
         merged = {k: v for k, v in data.items() if k not in ("blocks", "grid", "zip", "members", "seeds", "tune")}
         merged["base"] = _merge(data.get("base") or {}, block.get("base") or {})
         merged["derive"] = {**(data.get("derive") or {}), **(block.get("derive") or {})} or None
+        if block.get("launcher") is not None:
+            merged["launcher"] = _block_launcher(loc, path, data, block, merged["derive"])
         for key in ("grid", "zip", "members", "seeds"):
             if key in block:
                 merged[key] = block[key]
@@ -101,6 +110,30 @@ def parse_blocks(loc: Any, data: dict, text: str, validate) -> tuple[tuple[str, 
         spec = validate(Located(data=merged, file=loc.file, lines=lines, text=text), text)
         out.append((name, spec))
     return tuple(out)
+
+
+def _block_launcher(loc: Any, path: str, data: dict, block: dict, rules: dict | None) -> dict:
+    """The block's ``launcher`` merged over the top level's (checked; errors name the
+    block's key); the inherited rules of keys it sets are dropped from ``rules``."""
+    own = block["launcher"]
+    if not isinstance(own, dict):
+        raise loc.error("expected a mapping", f"{path}.launcher")
+    for key in own:
+        where = f"{path}.launcher.{key}"
+        if key in resources.SWEEP_WIDE:
+            raise loc.error("sweep-wide: set it in the top-level launcher", where)
+        target = resources.PREFIX + str(key)
+        if target in (block.get("derive") or {}):
+            raise loc.error(f"also derived by this block's derive.{target}; keep one", where)
+        if rules:
+            rules.pop(target, None)  # the block's value wins over an inherited rule
+    merged = _merge(data.get("launcher") or {}, own)
+    try:
+        resources.check_launcher(strict.build(LauncherConfig, merged, path=f"{path}.launcher"),
+                                 f"{path}.launcher")
+    except UserError as err:
+        raise loc.error(err.detail, err.key) from None
+    return merged
 
 
 def _block_name(block: str, run_name: str, sweep_name: str) -> str:
@@ -115,6 +148,7 @@ def expand_blocks(spec: Any, datasets: Any = None):
 
     configs: list = []
     derived: list = []
+    launchers: list = []
     tables: list[pl.DataFrame] = []
     axes: list[str] = []
     owner: dict[str, str] = {}
@@ -142,9 +176,11 @@ def expand_blocks(spec: Any, datasets: Any = None):
         )[keep]
         configs += [resolved[i] for i in keep]
         derived += [plan.derived[i] for i in keep]
+        launchers += [plan.launchers[i] for i in keep]
         tables.append(table)
         axes += [a for a in plan.axes if a not in axes]
     table = pl.concat(tables, how="diagonal_relaxed")
     front = ["run_id", "name", "run_dir", "block"]
     table = table.select(front + [c for c in table.columns if c not in front])
-    return Plan(spec=spec, configs=configs, table=table, derived=derived, axes=tuple(["block"] + axes))
+    return Plan(spec=spec, configs=configs, table=table, derived=derived,
+                axes=tuple(["block"] + axes), launchers=launchers)

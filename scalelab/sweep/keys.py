@@ -58,15 +58,23 @@ def key_type(key: str) -> Any:
 
 def is_numeric(key: str) -> bool:
     """Whether ``key`` holds an int or float (possibly Optional)."""
-    tp = key_type(key)
+    return is_numeric_type(key_type(key))
+
+
+def is_int(key: str) -> bool:
+    return is_int_type(key_type(key))
+
+
+def is_numeric_type(tp: Any) -> bool:
+    """Whether annotation ``tp`` is int or float (possibly Optional)."""
     if get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
         return len(args) == 1 and args[0] in (int, float)
     return tp in (int, float)
 
 
-def is_int(key: str) -> bool:
-    tp = key_type(key)
+def is_int_type(tp: Any) -> bool:
+    """Whether annotation ``tp`` is int (possibly Optional): derived values get rounded."""
     if get_origin(tp) in (typing.Union, types.UnionType):
         return int in get_args(tp) and float not in get_args(tp)
     return tp is int

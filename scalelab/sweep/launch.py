@@ -6,6 +6,10 @@ launches with an atomic per-run claim (``scalelab.sweep.lock``), re-reads the ru
 status under the claim (a concurrent launch may have finished it meanwhile), and hands
 the claimed runs to a backend. Two launches of one sweep at the same time therefore
 execute each run exactly once, and a relaunch after everything finished submits nothing.
+Each run goes out with its own launcher (``Plan.launchers``, recorded as
+``<run>/launcher.yaml`` for ``retry``); runs whose launchers submit differently are
+handed to the backend as separate groups, i.e. separate job arrays on Slurm
+(``scalelab.sweep.resources.groups``).
 
 Launch rules (a plain ``scalelab sweep``):
   new -> launch; COMPLETED, DIVERGED -> skip; held by a live claim -> skip;
@@ -32,8 +36,11 @@ from scalelab.sweep.backends import Backend, Handle, Hooks, make_backend
 from scalelab.sweep.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.lock import Claim, refresh, release, try_claim
 from scalelab.sweep.observe import RunView, observe
+from scalelab.sweep.resources import groups, launchers_of
+from scalelab.sweep.sections import LauncherConfig
 
 __all__ = [
+    "LAUNCHER_INPUT",
     "PLAN_FILE",
     "DiskPlan",
     "LaunchReport",
@@ -46,6 +53,8 @@ __all__ = [
 ]
 
 PLAN_FILE = "plan.parquet"
+LAUNCHER_INPUT = "launcher.yaml"
+"""A run's resolved launcher as last launched (operational; read back by ``retry``)."""
 
 
 def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: str | None = None) -> Path:
@@ -183,13 +192,15 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
     """Launch the plan's runs that need it; skip the rest (see the module docstring).
 
     ``plan`` has ``.table`` (plan.parquet's rows, with ``run_id``, ``name``, ``run_dir``
-    relative to the sweep) and ``.configs`` (one RunConfig per row). On Slurm with
-    ``wait=False`` this returns once the jobs are queued.
+    relative to the sweep), ``.configs`` (one RunConfig per row) and optionally
+    ``.launchers`` (one per row; ``launcher`` otherwise). ``launcher`` also picks the
+    backend. On Slurm with ``wait=False`` this returns once the jobs are queued.
     """
     sweep_dir = Path(sweep_dir).resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     table = _table(plan)
     configs = list(plan.configs)
+    launchers = launchers_of(plan, launcher)
     write_plan(table, sweep_dir)
     backend = backend or make_backend(launcher, sweep_dir, executor, progress=progress)
     views = _persist_verdicts(observe(sweep_dir / d for d in table["run_dir"]))
@@ -198,6 +209,7 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
 
     claims: dict[str, tuple[Path, Claim]] = {}
     jobs: list[JobSpec] = []
+    job_launchers: list[LauncherConfig] = []
     actions, reasons = decisions["action"].to_list(), decisions["reason"].to_list()
     for i, row in enumerate(decisions.iter_rows(named=True)):
         if row["action"] != "launch":
@@ -216,13 +228,15 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
             actions[i], reasons[i] = "skip", f"changed meanwhile ({(now or {}).get('state', '?').lower()})"
             continue
         write_yaml_atomic(run_dir / CONFIG_INPUT, strict.to_dict(configs[i]))
+        write_yaml_atomic(run_dir / LAUNCHER_INPUT, strict.to_dict(launchers[i]))
         claims[row["run_id"]] = (run_dir, claim)
         jobs.append(JobSpec(row["run_id"], row["name"], str(run_dir), target))
+        job_launchers.append(launchers[i])
     decisions = decisions.with_columns(pl.Series("action", actions), pl.Series("reason", reasons))
     report = LaunchReport(sweep_dir, backend.name, decisions)
 
     try:
-        report.handles = backend.submit(jobs)
+        report.handles = _submit_grouped(backend, jobs, job_launchers)
     except BaseException as err:
         queued = {h.run_id: h for h in getattr(err, "handles", [])}  # SubmitError: some went out
         for run_id, (run_dir, claim) in claims.items():
@@ -243,13 +257,28 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
     return report
 
 
+def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> list[Handle]:
+    """One ``submit`` per resource group; a failure carries the handles queued before it
+    (``err.handles``), as a backend's own ``SubmitError`` does."""
+    handles: list[Handle] = []
+    for launcher, rows in groups(launchers):
+        try:
+            handles += backend.submit([jobs[i] for i in rows], launcher)
+        except BaseException as err:
+            err.handles = handles + list(getattr(err, "handles", []))
+            raise
+    return handles
+
+
 @dataclass(frozen=True)
 class DiskPlan:
     """The runs of a sweep as launched before: plan.parquet rows that have a
-    ``config-input.yaml`` (what ``retry`` relaunches)."""
+    ``config-input.yaml`` (what ``retry`` relaunches), with the launcher each was last
+    launched with (None: none recorded)."""
 
     table: pl.DataFrame
     configs: list
+    launchers: list
 
 
 def plan_from_disk(sweep_dir: str | Path) -> DiskPlan:
@@ -260,4 +289,11 @@ def plan_from_disk(sweep_dir: str | Path) -> DiskPlan:
     keep = [(sweep_dir / d / CONFIG_INPUT).exists() for d in table["run_dir"]]
     table = table.filter(pl.Series(keep))
     configs = [load_run_config(sweep_dir / d / CONFIG_INPUT) for d in table["run_dir"]]
-    return DiskPlan(table, configs)
+    return DiskPlan(table, configs, [_read_launcher(sweep_dir / d) for d in table["run_dir"]])
+
+
+def _read_launcher(run_dir: Path) -> LauncherConfig | None:
+    path = run_dir / LAUNCHER_INPUT
+    if not path.exists():
+        return None
+    return strict.build(LauncherConfig, strict.load_yaml(path), file=str(path))

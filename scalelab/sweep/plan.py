@@ -10,7 +10,11 @@ each zip group as one axis, then seeds, then members (fastest). For each run:
 3. derive rules run in dependency order; integer targets are rounded to the nearest
    integer (``round``, half to even);
 4. ``scalelab.derive.derive`` gives N, U, D, steps and FLOPs (one call per distinct
-   model/data/train triple; grids repeat them a lot).
+   model/data/train triple; grids repeat them a lot);
+5. launcher rules give the run's launcher (``scalelab.sweep.resources``): ``launchers``;
+6. ``micro_batch`` and ``gpu_gib`` (predicted peak GiB per GPU) from
+   ``scalelab.sweep.gpu_memory``, which refuses a run that does not fit
+   ``launcher.gpu_mem_gb``.
 
 ``gpu_hours`` = flops / launcher.flops_per_gpu_s / 3600, or D_total /
 launcher.throughput_tokens_per_gpu_s / 3600; null when neither is set. Two runs with
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,12 +38,15 @@ from scalelab.errors import UserError
 from scalelab.identity import run_dir_name
 from scalelab.sweep import keys
 from scalelab.sweep._rule_env import RuleEnv
+from scalelab.sweep.gpu_memory import MEMORY_COLUMNS, MemoryColumns
+from scalelab.sweep.resources import LauncherRules
+from scalelab.sweep.sections import LauncherConfig
 from scalelab.sweep.spec import Spec, load_spec
 
 __all__ = ["TABLE_COLUMNS", "DatasetFacts", "Plan", "dataset_facts", "expand", "load_plan"]
 
 TABLE_COLUMNS = ("member", "N", "N_non_embedding", "D_unique", "D_total", "epochs", "steps",
-                 "flops", "gpu_hours")
+                 "flops", "gpu_hours", *MEMORY_COLUMNS)
 """Columns after ``run_id, name, run_dir`` and the axis columns."""
 
 _LABELS = {"optim.lr": "lr", "optim.weight_decay": "wd", "data.epochs": "ep",
@@ -67,6 +74,9 @@ class Plan:
     derived: list[Derived]
     axes: tuple[str, ...]
     """The axis column names, in order."""
+    launchers: list[LauncherConfig] = field(default_factory=list)
+    """The launcher of each row: the spec's (or block's), with its launcher rules applied
+    (``scalelab.sweep.resources``). Operational: never in a run id. Empty = spec.launcher."""
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -158,6 +168,9 @@ class _Builder:
         self.derive_cache: dict[Any, Derived] = {}
         self.n_cache: dict[Any, tuple[int, int]] = {}
         self.sections: dict = {}
+        self.launcher_of = LauncherRules(spec, self.n_cache)
+        self.launchers: list[LauncherConfig] = []
+        self.memory = MemoryColumns()
         self.sequential = any(r.target.startswith("model.") or r.target == "data.vocab_size"
                               for r in spec.rules)
 
@@ -186,8 +199,14 @@ class _Builder:
                 None,
             )
         self.seen[rid] = name
+        launcher = self.launcher_of(cfg, facts, d)
+        try:
+            memory = self.memory(cfg, d.vocab_size, launcher)
+        except UserError as err:
+            raise _run_error(spec, name, err) from None
         self.configs.append(cfg)
         self.derived.append(d)
+        self.launchers.append(launcher)
         col = self.columns
         col["run_id"].append(rid)
         col["name"].append(name)
@@ -198,21 +217,14 @@ class _Builder:
             col[k].append(keys.get_value(cfg, k))
         if spec.seeds is not None:
             col["seed"].append(seed)
-        for k, v in zip(TABLE_COLUMNS, _row(d, cfg.member, spec)):
+        for k, v in zip(TABLE_COLUMNS, (*_row(d, cfg.member, launcher), *memory)):
             col[k].append(v)
 
     def _apply(self, rule, cfg: RunConfig, facts, overlay: dict[str, Any]) -> RunConfig | None:
         """Evaluate ``rule`` on ``cfg`` (values in ``overlay`` take precedence). With an
         empty overlay, return cfg updated; else record the value in the overlay."""
-        spec = self.spec
-        try:
-            value = rule.evaluate(RuleEnv(cfg, facts, self.n_cache, spec, rule.target, overlay))
-        except UserError as err:
-            if err.file:
-                raise
-            raise spec.error(f"run '{cfg.name}': {err.detail}", err.key) from None
-        if keys.is_int(rule.target):
-            value = round(value)
+        env = RuleEnv(cfg, facts, self.n_cache, self.spec, rule.target, overlay)
+        value = env.evaluate(rule, keys.is_int(rule.target))
         if self.sequential:
             return self._with(cfg, {rule.target: value}, rule.target)
         overlay[rule.target] = value
@@ -228,7 +240,7 @@ class _Builder:
         table = pl.DataFrame(self.columns, strict=False)
         table = table.with_columns(pl.col("gpu_hours").cast(pl.Float64))
         return Plan(spec=self.spec, configs=self.configs, table=table, derived=self.derived,
-                    axes=tuple(self.axis_cols))
+                    axes=tuple(self.axis_cols), launchers=self.launchers)
 
 
 def _axes(spec: Spec) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
@@ -252,8 +264,7 @@ def _dataset_keys(spec: Spec) -> set[tuple[str, int]]:
                                  candidates("data.val_tokens", spec.base.data.val_tokens)))
 
 
-def _row(d: Derived, member: int, spec: Spec) -> tuple:
-    launcher = spec.launcher
+def _row(d: Derived, member: int, launcher: LauncherConfig) -> tuple:
     if launcher.flops_per_gpu_s:
         hours = d.flops / launcher.flops_per_gpu_s / 3600
     elif launcher.throughput_tokens_per_gpu_s:

@@ -5,10 +5,17 @@ A spec's ``derive:`` section maps a dotted config key to a rule string, e.g.
     data.unique_tokens: "20 * N"                       # Chinchilla-style tokens per parameter
     optim.lr: "3e-3 * (256 / model.d_model)"           # lr from width (muP-style 1/width)
 
+    launcher.gpus_per_node: "1 if N < 5e8 else 4"       # resources per model size
+
 Grammar: numbers, ``+ - * / **``, unary ``-``/``+``, parentheses, the functions
-``min max log sqrt exp floor ceil round`` and names: ``N`` (total parameters),
+``min max log sqrt exp floor ceil round ladder`` and names: ``N`` (total parameters),
 ``N_non_embedding``, or any numeric dotted config key (``model.d_model``,
-``data.epochs``, ...). Rules are parsed with ``ast`` and evaluated by walking the tree;
+``data.epochs``, ...); ``launcher.*`` rules read more (``scalelab.sweep.resources``).
+``A if COND else B`` picks a value; COND is a comparison (``< <= > >= == !=``, chained
+as in Python) or several joined by ``and``/``or``/``not``, and comparisons are allowed
+nowhere else. ``ladder(x, r1, r2, ...)`` is the first rung >= x (rungs increasing), else
+the last one: it rounds up to a few levels, e.g. time limits that keep runs in few job
+arrays. Rules are parsed with ``ast`` and evaluated by walking the tree;
 nothing is ever passed to ``eval``. Arithmetic is in float64 (so ``10**10**10``
 overflows instead of hanging); integer targets are rounded to the nearest integer by
 the planner. Parse errors, unknown names (with did-you-mean), division by zero and
@@ -18,6 +25,7 @@ domain errors are one-line ``UserError``s naming the rule.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
@@ -39,8 +47,10 @@ FUNCTIONS: dict[str, Callable[..., float]] = {
     "floor": lambda x: float(math.floor(x)),
     "ceil": lambda x: float(math.ceil(x)),
     "round": lambda x: float(round(x)),
+    "ladder": lambda x, *rungs: _ladder(x, rungs),
 }
-_ARITY = {"min": None, "max": None, "log": 1, "sqrt": 1, "exp": 1, "floor": 1, "ceil": 1, "round": 1}
+_ARITY = {"min": None, "max": None, "log": 1, "sqrt": 1, "exp": 1, "floor": 1, "ceil": 1, "round": 1,
+          "ladder": None}
 
 _BINOPS: dict[type, Callable[[float, float], float]] = {
     ast.Add: operator.add,
@@ -50,6 +60,20 @@ _BINOPS: dict[type, Callable[[float, float], float]] = {
     ast.Pow: operator.pow,
 }
 _UNOPS: dict[type, Callable[[float], float]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_COMPARE: dict[type, Callable[[float, float], bool]] = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+def _ladder(x: float, rungs: tuple[float, ...]) -> float:
+    if any(a >= b for a, b in itertools.pairwise(rungs)):
+        raise ValueError("ladder() rungs must increase")
+    return next((r for r in rungs if r >= x), rungs[-1])
 
 
 @dataclass(frozen=True)
@@ -155,6 +179,14 @@ def _compile(node: ast.AST, text: str, key: str, known: set[str], names: set[str
             raise bad(f"operator {type(node.op).__name__}")
         operand = _compile(node.operand, text, key, known, names)
         return lambda env: op1(operand(env))
+    if isinstance(node, ast.IfExp):
+        test = _condition(node.test, text, key, known, names)
+        body = _compile(node.body, text, key, known, names)
+        orelse = _compile(node.orelse, text, key, known, names)
+        return lambda env: body(env) if test(env) else orelse(env)
+    if isinstance(node, (ast.Compare, ast.BoolOp)):
+        raise UserError(f"rule {text!r}: a comparison is only allowed as the condition of "
+                        "'A if COND else B'", key=key)
     if isinstance(node, (ast.Name, ast.Attribute)):
         name = _dotted(node)
         if name is None:
@@ -184,6 +216,30 @@ def _compile(node: ast.AST, text: str, key: str, known: set[str], names: set[str
         fn = FUNCTIONS[fname]
         return lambda env: fn(*(a(env) for a in args))
     raise bad(type(node).__name__)
+
+
+def _condition(node: ast.AST, text: str, key: str, known: set[str], names: set[str]):
+    """COND of ``A if COND else B``: comparisons joined by and / or / not."""
+    if isinstance(node, ast.Compare):
+        ops = [_COMPARE.get(type(op)) for op in node.ops]
+        if None in ops:
+            bad = next(op for op in node.ops if type(op) not in _COMPARE)
+            raise UserError(f"rule {text!r}: operator {type(bad).__name__} is not allowed", key=key)
+        terms = [_compile(t, text, key, known, names) for t in (node.left, *node.comparators)]
+
+        def compare(env):
+            values = [t(env) for t in terms]
+            return all(op(a, b) for op, a, b in zip(ops, values, values[1:]))
+
+        return compare
+    if isinstance(node, ast.BoolOp):
+        parts = [_condition(v, text, key, known, names) for v in node.values]
+        join = all if isinstance(node.op, ast.And) else any
+        return lambda env: join(p(env) for p in parts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _condition(node.operand, text, key, known, names)
+        return lambda env: not inner(env)
+    raise UserError(f"rule {text!r}: a condition must be a comparison such as 'N < 5e8'", key=key)
 
 
 def _dotted(node: ast.AST) -> str | None:

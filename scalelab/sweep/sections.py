@@ -1,8 +1,9 @@
 """The ``launcher:`` and ``tune:`` sections of a sweep spec (typed, frozen, documented).
 
 Neither section enters run ids: the launcher is operational (``scalelab/identity.py``) and tuning
-only decides which runs exist. Range checks live in ``spec.load_spec`` so that errors
-name the exact key and line.
+only decides which runs exist. A block may set its own ``launcher`` and ``derive`` rules may
+compute its numeric keys per run (``scalelab.sweep.resources``). Range checks live in
+``resources.check_launcher`` and ``spec.load_spec`` so that errors name the exact key and line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ class LauncherConfig:
     """Where and how runs execute. Operational: never part of a run id."""
 
     executor: Literal["auto", "slurm", "local", "debug"] = "auto"
-    """'auto' = slurm when ``sbatch`` is on PATH, else local; 'debug' = in-process."""
+    """'auto' = slurm when ``sbatch`` is on PATH, else local; 'debug' = in-process.
+    Sweep-wide: top-level launcher only."""
     partition: str | None = None
     """Slurm partition (``--partition``)."""
     account: str | None = None
@@ -35,6 +37,10 @@ class LauncherConfig:
     """CPU cores per process (``--cpus-per-task``)."""
     mem_gb: float | None = None
     """Memory per node in GiB (None = the partition default)."""
+    gpu_mem_gb: float | None = None
+    """Memory of one GPU in GiB (e.g. 80 for an H100), for the plan's memory check
+    (``scalelab.model.memory``): 'train.micro_batch_size: auto' takes the largest
+    micro-batch that fits 90% of it, and a run that cannot fit is refused. None = no check."""
     time_min: int = 60
     """Wall-clock limit per job in minutes; a run hitting it is TIMEOUT and is requeued."""
     array_parallelism: int = 256
@@ -42,7 +48,8 @@ class LauncherConfig:
     max_array_size: int | None = None
     """Largest array per sbatch; None = MaxArraySize from ``scontrol show config``, else 1000."""
     max_parallel: int | None = None
-    """Local executor: concurrent run processes (None = CPU cores / cpus_per_task)."""
+    """Local executor: concurrent run processes (None = CPU cores / cpus_per_task).
+    Sweep-wide: top-level launcher only."""
     throughput_tokens_per_gpu_s: float | None = None
     """Measured training tokens/s per GPU, for the plan's GPU-hours (one model size only)."""
     flops_per_gpu_s: float | None = None
@@ -51,8 +58,18 @@ class LauncherConfig:
     Give this or ``throughput_tokens_per_gpu_s``, not both."""
     slurm_additional: dict[str, Any] = field(default_factory=dict)
     """Extra sbatch options passed through submitit (e.g. {constraint: h100})."""
+    setup: tuple[str, ...] = ()
+    """Shell lines the Slurm job script runs before the job, in order (e.g. 'module load
+    cuda/12.4', 'source ~/venvs/lab/bin/activate'): submitit's ``setup``. Jobs still run
+    the Python that submitted them, by its path. Slurm only: the local and debug executors
+    run where you launched, set up already."""
+    env: dict[str, str | int | float] = field(default_factory=dict)
+    """Environment variables of the job, e.g. {NCCL_DEBUG: WARN}: exported after ``setup``
+    on Slurm, set in the run's process on the local and debug executors. Values are taken
+    literally (no ``$VAR`` expansion)."""
     root: str | None = None
-    """Sweep root when neither ``--root`` nor ``$SCALELAB_ROOT`` is given (default ./runs)."""
+    """Sweep root when neither ``--root`` nor ``$SCALELAB_ROOT`` is given (default ./runs).
+    Sweep-wide: top-level launcher only."""
     requeue: bool = True
     """Requeue preempted / timed-out jobs; they resume from the run's checkpoint."""
     signal_delay_s: int = 120

@@ -5,6 +5,7 @@
     grid: {optim.lr: [1e-3, 3e-3]}    # product over dotted keys
     zip: [{model.preset: [a, b], optim.lr: [3e-3, 1e-3]}]   # lists that vary together
     derive: {data.unique_tokens: "20 * N"}                # computed, never typed (rules.py)
+                                      # (launcher.* keys too, per run: resources.py)
     members: 1                        # ensemble members 0..M-1 (RunConfig.member)
     seeds: [0, 1]                     # replicate seeds -> train.init_seed and data.seed
     launcher: {...}                   # sections.LauncherConfig (never in run ids)
@@ -25,7 +26,7 @@ from typing import Any
 from scalelab import strict
 from scalelab.config import RunConfig
 from scalelab.errors import UserError, did_you_mean
-from scalelab.sweep import keys
+from scalelab.sweep import keys, resources
 from scalelab.sweep._yaml import Located, load_located, parse_located
 from scalelab.sweep.rules import Rule, order_rules, parse_rule
 from scalelab.sweep.sections import LauncherConfig, TuneConfig, TuneParam
@@ -56,7 +57,10 @@ class Spec:
     derive: dict[str, str] = field(default_factory=dict)
     """Dotted key -> rule text as written."""
     rules: tuple[Rule, ...] = ()
-    """The derive rules parsed, in evaluation (dependency) order."""
+    """The derive rules of config keys parsed, in evaluation (dependency) order."""
+    launcher_rules: tuple[Rule, ...] = ()
+    """The derive rules of ``launcher.*`` keys, in evaluation order; they run after the
+    config's (``scalelab.sweep.resources``)."""
     members: int = 1
     """Ensemble members 0..members-1 (RunConfig.member; seeds shift by the member)."""
     seeds: tuple[int, ...] | None = None
@@ -116,7 +120,7 @@ def _validate(loc: Located, text: str) -> Spec:
     grid = _grid(loc, data.get("grid"))
     zips = _zips(loc, data.get("zip"), set(grid))
     varied = set(grid).union(*zips) if zips else set(grid)
-    derive, rules = _derive(loc, data.get("derive"), varied)
+    derive, rules, launcher_rules = _derive(loc, data.get("derive"), varied)
     members = data.get("members", 1)
     if isinstance(members, bool) or not isinstance(members, int) or members < 1:
         raise loc.error(f"expected an integer >= 1, got {members!r}", "members")
@@ -138,7 +142,8 @@ def _validate(loc: Located, text: str) -> Spec:
 
     blocks = parse_blocks(loc, data, text, _validate)
     return Spec(name=name, description=description, base=base, grid=grid, zip=tuple(zips),
-                derive=derive, rules=tuple(rules), members=members, seeds=seeds,
+                derive=derive, rules=tuple(rules), launcher_rules=tuple(launcher_rules),
+                members=members, seeds=seeds,
                 launcher=launcher, tune=tune, file=loc.file, text=text, lines=loc.lines,
                 blocks=blocks)
 
@@ -198,29 +203,40 @@ def _zips(loc: Located, raw: Any, taken: set[str]) -> list[dict[str, tuple[Any, 
     return groups
 
 
-def _derive(loc: Located, raw: Any, varied: set[str]) -> tuple[dict[str, str], list[Rule]]:
+def _derive(loc: Located, raw: Any,
+            varied: set[str]) -> tuple[dict[str, str], list[Rule], list[Rule]]:
+    """(rule texts, config rules, launcher rules), each list in evaluation order."""
     if raw is None:
-        return {}, []
+        return {}, [], []
     if not isinstance(raw, dict):
         raise loc.error("expected a mapping of dotted key -> rule string", "derive")
     numeric = [k for k in keys.leaf_keys() if keys.is_numeric(k)]
+    late = (*resources.numeric_keys(), *resources.RUN_NAMES)  # launcher rules only
     parsed: dict[str, Rule] = {}
     for k, text in raw.items():
         k, path = str(k), f"derive.{k}"
+        is_launcher = k.startswith(resources.PREFIX)
         try:
-            keys.key_type(k)
+            if is_launcher:
+                resources.check_target(k)
+            else:
+                keys.key_type(k)
         except UserError as err:
             raise loc.error(err.detail, path) from None
-        if not keys.is_numeric(k):
+        if not is_launcher and not keys.is_numeric(k):
             raise loc.error("only numeric keys can be derived", path)
         if k in varied:
             raise loc.error(f"'{k}' is varied by grid/zip and cannot also be derived", path)
         if isinstance(text, (int, float)) and not isinstance(text, bool):
             raise loc.error("a derived value is a rule string; put constants in base", path)
         try:
-            rule = parse_rule(k, text, numeric)
+            rule = parse_rule(k, text, [*numeric, *late])
         except UserError as err:
             raise loc.error(err.detail, path) from None
+        early = sorted(rule.names & set(late)) if not is_launcher else []
+        if early:
+            raise loc.error(f"'{early[0]}' is known once the run's config is derived: only "
+                            "launcher.* rules read it", path)
         shape_dependent = k.startswith("model.") or k == "data.vocab_size"
         if shape_dependent and rule.names & {"N", "N_non_embedding"}:
             raise loc.error("a model-shape rule cannot use N (N depends on the shape)", path)
@@ -229,7 +245,9 @@ def _derive(loc: Located, raw: Any, varied: set[str]) -> tuple[dict[str, str], l
         ordered = order_rules(parsed)
     except UserError as err:
         raise loc.error(err.detail, err.key) from None
-    return {k: str(v) for k, v in raw.items()}, ordered
+    launcher = [r for r in ordered if r.target.startswith(resources.PREFIX)]
+    config = [r for r in ordered if not r.target.startswith(resources.PREFIX)]
+    return {k: str(v) for k, v in raw.items()}, config, launcher
 
 
 def _seeds(loc: Located, raw: Any) -> tuple[int, ...] | None:
@@ -246,18 +264,10 @@ def _seeds(loc: Located, raw: Any) -> tuple[int, ...] | None:
 
 
 def _check_launcher(loc: Located, launcher: LauncherConfig) -> None:
-    for name in ("nodes", "tasks_per_node", "cpus_per_task", "time_min", "array_parallelism",
-                 "max_array_size", "max_parallel", "throughput_tokens_per_gpu_s",
-                 "flops_per_gpu_s", "mem_gb"):
-        value = getattr(launcher, name)
-        if value is not None and value <= 0:
-            raise loc.error(f"expected a positive number, got {value!r}", f"launcher.{name}")
-    for name in ("gpus_per_node", "signal_delay_s"):
-        if getattr(launcher, name) < 0:
-            raise loc.error("expected a number >= 0", f"launcher.{name}")
-    if launcher.throughput_tokens_per_gpu_s and launcher.flops_per_gpu_s:
-        raise loc.error("give throughput_tokens_per_gpu_s or flops_per_gpu_s, not both",
-                        "launcher.flops_per_gpu_s")
+    try:
+        resources.check_launcher(launcher)
+    except UserError as err:
+        raise loc.error(err.detail, err.key) from None
 
 
 def _check_tune(loc: Located, tune: TuneConfig, grid: dict, touched: set[str]) -> TuneConfig:

@@ -43,8 +43,8 @@ RECORDS_MARK = ("!", "bold red")
 _NOTES_SHOWN = 20
 
 _NOT_AXES = {"run_id", "name", "run_dir", "member", "N", "N_non_embedding", "D_unique", "D_total",
-             "epochs", "steps", "flops", "gpu_hours", "seed", "state", "note", "job_id", "attempts",
-             "steps_done", "wall_time_s", "records_note"}
+             "epochs", "steps", "flops", "gpu_hours", "micro_batch", "gpu_gib", "seed", "state",
+             "note", "job_id", "attempts", "steps_done", "wall_time_s", "records_note"}
 
 
 def sweep_states(sweep_dir: str | Path, *, records: bool = True) -> pl.DataFrame:

@@ -144,6 +144,7 @@ class _Book:
         self.ids: set[str] = set()
         self.configs: list = []
         self.derived: list = []
+        self.launchers: list = []
         self.tables: list[pl.DataFrame] = []
 
     def add(self, pinned: Mapping[str, Any]) -> list[str]:
@@ -156,6 +157,7 @@ class _Book:
             self.ids.update(ids[i] for i in fresh)
             self.configs += [plan.configs[i] for i in fresh]
             self.derived += [plan.derived[i] for i in fresh]
+            self.launchers += [plan.launchers[i] for i in fresh]
             self.tables.append(plan.table[fresh])
         return ids
 
@@ -163,7 +165,7 @@ class _Book:
         table = pl.concat(self.tables, how="diagonal_relaxed")
         axes = tuple(c for c in table.columns if "." in c or c == "seed")
         return Plan(spec=self.spec, configs=list(self.configs), table=table,
-                    derived=list(self.derived), axes=axes)
+                    derived=list(self.derived), axes=axes, launchers=list(self.launchers))
 
 
 def _mean(ids: Sequence[str], values: Mapping[str, float | None]) -> float | None:

@@ -8,9 +8,10 @@ Pieces, one concept per module: ``optimizers`` (name -> builder registry), ``sch
 (pure lr multipliers), ``step`` (forward/backward, eval), ``records`` (tidy parquet),
 ``record_files`` / ``record_gaps`` / ``records_check`` (corrupt record files: detection,
 lost steps, the quick look of status and collect), ``divergence`` (the pure DIVERGED
-rule), ``checkpoint`` (atomic, resumable), ``norms`` (per-layer norm records), ``distributed``
-(torchrun/srun detection, DDP sharding), ``precision``, ``seeds``, ``signals``, ``meta``,
-``tracker`` (optional wandb).
+rule), ``checkpoint`` (atomic, resumable), ``run_checkpoint`` (which rank writes what, and
+loading back), ``dcp`` (sharded checkpoint files), ``fsdp`` (FSDP2 sharding), ``norms``
+(per-layer norm records), ``distributed`` (torchrun/srun detection, DDP sharding),
+``precision``, ``seeds``, ``signals``, ``meta``, ``tracker`` (optional wandb).
 """
 
 from importlib import import_module

@@ -11,27 +11,37 @@ Writing (``save_checkpoint``), in this order:
    removed. A checkpoint newer than ``N`` is never pruned, so the intact checkpoint a
    run fell back to is never pruned on account of a corrupt newer one.
 
+A sharded checkpoint (``train.parallelism: fsdp``; ``scalelab.train.run_checkpoint``) goes
+through the same steps in pieces: ``begin_checkpoint`` makes the temporary directory, every
+rank writes its DCP file into it (``scalelab.train.dcp``: ``__<rank>_0.distcp``, fsynced,
+and ``.metadata``), rank 0 adds ``state.pt`` with ``write_state`` (the model and optimizer
+are not in it), the ranks hash the DCP files, and ``commit_checkpoint`` writes the manifest
+of every file, renames and prunes. ``is_sharded`` tells the two layouts apart.
+
 A crash at any point is recoverable: before step 3 only a ``.tmp-*`` directory exists
 (removed by the next save or load; the older checkpoints are untouched); after it the
 checkpoint is complete; a crash while pruning leaves extra old checkpoints. Damage after
 the fact (a truncated or bit-flipped file, a filesystem that lost unsynced data) is
 caught on load by the manifest.
 
-Loading (``load_checkpoint``, the run's resume) walks the ``step-*`` directories newest
-first and takes the first that verifies against its manifest and unpickles; each one
-skipped is reported in ONE line through ``log`` (e.g. ``checkpoint step-000000128 is
-corrupt (state.pt: 1000 bytes, manifest says 2345678); resuming from step-000000064``)
-and, with ``set_aside``, renamed ``corrupt-step-<N>`` (never deleted; out of the way of
-later saves and their pruning). ``load_final`` (a trained run's final weights: ensemble
+Loading (``find_checkpoint``/``load_checkpoint``, the run's resume) walks the ``step-*``
+directories newest first and takes the first that verifies against its manifest and
+unpickles; each one skipped is reported in ONE line through ``log`` (e.g. ``checkpoint
+step-000000128 is corrupt (state.pt: 1000 bytes, manifest says 2345678); resuming from
+step-000000064``) and, with ``set_aside``, renamed ``corrupt-step-<N>`` (never deleted; out
+of the way of later saves and their pruning). ``load_final`` (a trained run's final weights: ensemble
 members, distillation teachers) takes the newest checkpoint only and raises a one-line
-``UserError`` when it is corrupt, since an older one is not the final model.
+``UserError`` when it is corrupt, since an older one is not the final model; a sharded
+one's model is read whole into ``state['model']``, so callers see one layout.
 
 Checkpoints never execute code: the state is tensors and primitives only (model and
 optimizer state dicts, the number of completed steps, ``scalelab.train.rng`` RNG states,
 the records position) and every load is ``torch.load(..., weights_only=True)``; a pickle
-that asks for anything else (e.g. ``os.system``) is refused as corrupt. Checkpoints of
-format 1 (before manifests, pickled numpy RNG tuples) are refused the same way: a resume
-reports them as corrupt ("no manifest.json") and starts over; ``load_final`` names them.
+that asks for anything else (e.g. ``os.system``) is refused as corrupt. DCP's own
+``.metadata`` pickle goes through an allowlisting unpickler (``scalelab.train.dcp``), with
+the same outcome for a crafted one. Checkpoints of format 1 (before manifests, pickled
+numpy RNG tuples) are refused the same way: a resume reports them as corrupt ("no
+manifest.json") and starts over; ``load_final`` names them.
 
 Test hook: ``SCALELAB_TEST_CHECKPOINT_PAUSE=<step>:<marker path>`` (``TEST_PAUSE_ENV``)
 makes the write of checkpoint ``step`` stop after its first bytes of ``state.pt`` are on
@@ -47,7 +57,7 @@ import re
 import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,17 +73,24 @@ __all__ = [
     "STATE_FILE",
     "TEST_PAUSE_ENV",
     "Skipped",
+    "begin_checkpoint",
+    "commit_checkpoint",
     "fallback_message",
+    "find_checkpoint",
+    "is_sharded",
     "latest_step",
     "load_checkpoint",
     "load_final",
+    "read_state",
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
+    "write_state",
 ]
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
+DCP_METADATA = ".metadata"  # DCP's index: the mark of a sharded checkpoint (scalelab.train.dcp)
 TEST_PAUSE_ENV = "SCALELAB_TEST_CHECKPOINT_PAUSE"
 _STEP_RE = re.compile(r"^step-(\d{9})$")
 
@@ -102,6 +119,11 @@ def _step_dirs(root: Path) -> list[int]:
     if not root.is_dir():
         return []
     return sorted(int(m.group(1)) for c in root.iterdir() if (m := _STEP_RE.match(c.name)))
+
+
+def is_sharded(directory: str | Path) -> bool:
+    """True for a sharded checkpoint: model and optimizer in DCP files (``scalelab.train.dcp``)."""
+    return (Path(directory) / DCP_METADATA).is_file()
 
 
 def _remove_tmp(root: Path) -> None:
@@ -177,20 +199,34 @@ def _prune(root: Path, step: int, keep: int) -> None:
         shutil.rmtree(root / _name(old), ignore_errors=True)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``state`` (tensors and primitives) as the checkpoint of ``step``; keep the
-    newest ``keep`` up to it (see the module docstring for the order of writes)."""
-    if keep < 1:
-        raise ValueError(f"keep must be >= 1, got {keep}")
+def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
+    """Create and return the temporary directory the checkpoint of ``step`` is written into
+    (stale ``.tmp-*`` directories of killed writes are removed first)."""
     root = _root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     _remove_tmp(root)
-    final = root / _name(step)
     tmp = root / f".tmp-{_name(step)}-{os.getpid()}"
     tmp.mkdir()
+    return tmp
+
+
+def write_state(tmp: Path, state: dict[str, Any]) -> FileDigest:
+    """``tmp/state.pt`` (tensors and primitives; ``state['step']`` is its step), hashed as
+    written, fsynced."""
+    return _write_state(tmp / STATE_FILE, state, int(state["step"]))
+
+
+def commit_checkpoint(
+    run_dir: str | Path, tmp: Path, step: int, files: Mapping[str, FileDigest], keep: int = 2
+) -> Path:
+    """Finish a checkpoint whose ``files`` (every file in ``tmp``, fsynced) are written: the
+    manifest last, the atomic rename to ``step-<N>``, then pruning. Removes ``tmp`` on failure."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    root = _root(run_dir)
+    final = root / _name(step)
     try:
-        digest = _write_state(tmp / STATE_FILE, state, step)
-        write_manifest(tmp, step, {STATE_FILE: digest})
+        write_manifest(tmp, step, files)
         _fsync_dir(tmp)
         if final.exists():  # one a resume passed over (corrupt): set aside, not deleted
             _set_aside(final, "superseded")
@@ -201,6 +237,20 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
         raise
     _prune(root, step, keep)
     return final
+
+
+def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int = 2) -> Path:
+    """Write ``state`` (tensors and primitives) as the checkpoint of ``step``; keep the
+    newest ``keep`` up to it (see the module docstring for the order of writes)."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    tmp = begin_checkpoint(run_dir, step)
+    try:
+        digest = _write_state(tmp / STATE_FILE, state, step)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return commit_checkpoint(run_dir, tmp, step, {STATE_FILE: digest}, keep)
 
 
 # ----------------------------------------------------------------------- reading
@@ -236,6 +286,12 @@ def _read(directory: Path, step: int, map_location: Any) -> dict[str, Any] | str
     problem = verify(directory, step)
     if problem is not None:
         return problem
+    if is_sharded(directory):  # its DCP index must unpickle safely too
+        from scalelab.train import dcp
+
+        problem = dcp.check_metadata(directory)
+        if problem is not None:
+            return problem
     return _unpickle(directory / STATE_FILE, map_location)
 
 
@@ -262,15 +318,17 @@ def latest_step(run_dir: str | Path) -> int | None:
     return steps[-1] if steps else None
 
 
-def load_checkpoint(
+def find_checkpoint(
     run_dir: str | Path, map_location: Any = "cpu", *, log: Log = _stderr, set_aside: bool = False
-) -> dict[str, Any] | None:
-    """The newest intact checkpoint's state, or None when there is none.
+) -> tuple[Path, dict[str, Any]] | None:
+    """``(directory, state)`` of the newest intact checkpoint, or None when there is none.
 
     Corrupt checkpoints (see the module docstring) are skipped, newest first; when any
     was, ``log`` gets one line naming them and the step resumed from (or that none is
     left). ``set_aside``: rename each skipped one ``corrupt-step-<N>`` (the run's own
     resume, on one rank), so no later save prunes an intact one on its account.
+    ``state`` is ``state.pt``'s dict; a sharded checkpoint (``scalelab.train.dcp``) keeps
+    the model and optimizer in its other files.
     """
     root = _root(run_dir)
     _remove_tmp(root)
@@ -281,7 +339,7 @@ def load_checkpoint(
         if isinstance(got, dict):
             if skipped:
                 log(fallback_message(skipped, directory.name))
-            return got
+            return directory, got
         skipped.append(Skipped(directory.name, got))
         if set_aside:
             _set_aside(directory, "corrupt")
@@ -290,11 +348,28 @@ def load_checkpoint(
     return None
 
 
+def load_checkpoint(
+    run_dir: str | Path, map_location: Any = "cpu", *, log: Log = _stderr, set_aside: bool = False
+) -> dict[str, Any] | None:
+    """The newest intact checkpoint's ``state.pt`` dict, or None (``find_checkpoint``)."""
+    found = find_checkpoint(run_dir, map_location, log=log, set_aside=set_aside)
+    return None if found is None else found[1]
+
+
+def read_state(directory: Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """``state.pt`` of a checkpoint another rank has verified (weights-only, not re-hashed)."""
+    got = _unpickle(Path(directory) / STATE_FILE, map_location)
+    if isinstance(got, str):
+        raise UserError(f"corrupt checkpoint ({got})", file=str(directory))
+    return got
+
+
 def load_final(run_dir: str | Path, map_location: Any = "cpu") -> tuple[int, dict[str, Any]] | None:
     """``(step, state)`` of the newest checkpoint, or None when the run has none.
 
     Raises a one-line ``UserError`` naming the checkpoint when it is corrupt (or holds a
-    pickle that would run code): an older checkpoint is not the run's final model.
+    pickle that would run code): an older checkpoint is not the run's final model. A
+    sharded checkpoint's model is read whole into ``state['model']`` (one process).
     """
     root = _root(run_dir)
     steps = _step_dirs(root)
@@ -304,4 +379,8 @@ def load_final(run_dir: str | Path, map_location: Any = "cpu") -> tuple[int, dic
     got = _read(directory, steps[-1], map_location)
     if isinstance(got, str):
         raise UserError(f"corrupt checkpoint ({got})", file=str(directory))
+    if is_sharded(directory):
+        from scalelab.train import dcp  # torch.distributed.checkpoint: only when it is one
+
+        got = {**got, "model": dcp.read(directory, "model")}
     return steps[-1], got

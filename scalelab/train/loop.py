@@ -6,8 +6,12 @@ the initial weights' eval and norms. Update ``i`` trains on ``stream.batch(i)``,
 function of ``i``, so resuming needs no sampler state.
 
 Per step: lr from the schedule -> forward/backward over micro-batches (DDP syncs on the
-last) -> one all-reduce of (loss, preempt flag) -> divergence check -> grad clipping ->
-optimizer step -> records. Evals every ``eval_every`` and at the last step; norms every
+last; FSDP, ``train.parallelism: fsdp``, reduce-scatters after each) -> one all-reduce of
+(loss, preempt flag) -> divergence check -> grad clipping -> optimizer step -> records.
+Activation checkpointing (``scalelab.model.checkpointing``) and FSDP2 sharding
+(``scalelab.train.fsdp``) are applied to the model before the optimizer is built;
+checkpoints go through ``scalelab.train.run_checkpoint`` (one ``state.pt``, or DCP files
+per rank when sharded). Evals every ``eval_every`` and at the last step; norms every
 ``norms_every``; checkpoints every ``checkpoint_every``, on SIGTERM/SIGUSR1 and at the end.
 Exit states: COMPLETED, DIVERGED (non-finite loss, or loss above ``divergence_factor`` x
 ln(vocab) or ``loss_ceiling``: ``scalelab.train.divergence``), PREEMPTED
@@ -38,10 +42,14 @@ from scalelab.errors import UserError
 from scalelab.identity import run_id as full_run_id
 from scalelab.identity import short_id
 from scalelab.model import build_model
+from scalelab.model.checkpointing import apply_activation_checkpointing
+from scalelab.model.micro_batch import device_memory_gib, micro_batch
 from scalelab.store.atomic import write_json_atomic, write_yaml_atomic
 from scalelab.store.status import State, read_status, update_status
 from scalelab.train import checkpoint as ckpt
 from scalelab.train import distributed as dst
+from scalelab.train import fsdp
+from scalelab.train import run_checkpoint as run_ckpt
 from scalelab.train.divergence import DivergenceMonitor, DivergenceRule
 from scalelab.train.meta import collect_meta
 from scalelab.train.norms import NormRecorder
@@ -81,9 +89,11 @@ def train(cfg: RunConfig, run_dir: str | Path) -> State:
         return run.execute()
     finally:
         # Free the run first: a DDP reducer still alive when its gloo group is destroyed can
-        # deadlock in ~ProcessGroupGloo when it is freed later (seen at process exit).
+        # deadlock in ~ProcessGroupGloo when it is freed later (seen at process exit). One
+        # process has no group: no collection (0.1-0.5 s of a short run).
         run = None
-        gc.collect()
+        if env.distributed:
+            gc.collect()
         if owns_group:
             dst.teardown()
 
@@ -122,14 +132,13 @@ class _Run:
             self.stream = TrainStream(self.dataset, data_cfg, tc.batch_size)
         self.total_steps = self.derived.steps
         self.rows = dst.shard_slice(tc.batch_size, env)
-        local = tc.batch_size // env.world_size
-        self.micro = tc.micro_batch_size or local
-        if self.micro < 1 or local % self.micro:
-            raise UserError(
-                f"{self.micro} does not divide the per-rank batch {local} "
-                f"(batch_size {tc.batch_size} / world size {env.world_size})",
-                key="train.micro_batch_size",
-            )
+        micro = micro_batch(cfg, self.dataset.vocab_size, env.world_size,
+                            device_memory_gib(device))  # scalelab.model.memory's prediction
+        self.micro = micro.size
+        if tc.micro_batch_size == "auto":
+            over = "" if micro.fits is not False else " (more than fits: micro-batch 1 anyway)"
+            self._log(f"micro-batch {micro.size} of {micro.per_gpu} (auto): predicted peak "
+                      f"{micro.estimate.peak_gib:.1f} GiB per GPU{over}")
         # Global RNGs from the init seed (nothing in the loop draws from them today; they
         # are seeded and checkpointed so that anything that does stays reproducible).
         random.seed(self.seeds.init)
@@ -138,14 +147,21 @@ class _Run:
         model = build_model(cfg.model, self.dataset.vocab_size)
         model.init_weights(seed=self.seeds.init, std=tc.init_std)
         self.model = prepare_model(model, tc.precision, device)
+        apply_activation_checkpointing(self.model, tc.activation_checkpointing)
+        self.sharded = env.distributed and tc.parallelism == "fsdp"
+        if self.sharded:  # before the optimizer: it sees the sharded (DTensor) params
+            fsdp.shard_model(self.model, device,
+                             fsdp.param_dtype_for(tc.fsdp_param_dtype, tc.precision),
+                             compile_blocks=tc.compile)
         self.optimizer = build_optimizer(self.model, cfg.optim)
         if callable(getattr(self.optimizer, "init", None)):  # Scion's norm-matched init
             self.optimizer.init(seed=self.seeds.init)
         wrapped = self.model
-        if env.distributed:
+        if env.distributed and not self.sharded:
             ids = [device.index] if device.type == "cuda" else None
             wrapped = DistributedDataParallel(self.model, device_ids=ids)
-        self.forward_model = torch.compile(wrapped) if tc.compile else wrapped
+        # FSDP compiles per block (shard_model); DDP and one process compile the whole model
+        self.forward_model = torch.compile(wrapped) if tc.compile and not self.sharded else wrapped
         self.loss_fn = None  # plain cross-entropy; logit KD replaces it (scalelab.distill)
         if cfg.distill.kd_weight > 0:
             from scalelab.distill.train_hooks import build_kd_loss
@@ -153,7 +169,8 @@ class _Run:
             self.loss_fn = build_kd_loss(cfg, run_dir, device)
         self.autocast = autocast_context(tc.precision, device)
         self.records = Records(run_dir, self.run_id, enabled=env.is_main, log=self._log)
-        self.norms = NormRecorder(self.model, self.records) if tc.norms_every > 0 else None
+        self.norms = (NormRecorder(self.model, self.records, collective=self.sharded)
+                      if tc.norms_every > 0 else None)
         self._val: list | None = None
         self.elapsed_before = 0.0
 
@@ -206,12 +223,10 @@ class _Run:
     def _resume(self) -> int:
         # The newest intact checkpoint; corrupt newer ones are reported in one line and set
         # aside (by rank 0 only); the records are truncated back to the step resumed from.
-        state = ckpt.load_checkpoint(self.run_dir, log=self._log, set_aside=self.env.is_main)
+        state = run_ckpt.restore(self.run_dir, self.model, self.optimizer, log=self._log)
         if state is None:
             self.records.truncate(-1)  # rows of an attempt with no (intact) checkpoint
             return 0
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
         ckpt.set_rng_state(state["rng"])
         self.elapsed_before = float(state["elapsed_s"])
         step = int(state["step"])
@@ -229,6 +244,7 @@ class _Run:
             self._eval(0)
             if self.norms:
                 self.norms.weights(0)
+        # (under FSDP: the sharded params, as _eval reshards the root after its forward)
         params = [p for p in self.model.parameters() if p.requires_grad]
         max_norm = tc.grad_clip if tc.grad_clip is not None else math.inf
         monitor = DivergenceMonitor(DivergenceRule.of(
@@ -251,7 +267,7 @@ class _Run:
                 dist.all_reduce(packed)  # sum over ranks
             train_loss = packed[0].item() / self.env.world_size
             stop = bool(packed[1].item() > 0)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm).item()
+            grad_norm = fsdp.clip_grad_norm(params, max_norm)
             row = dict(step=step, tokens=step * tokens_per_step, epoch=self.stream.epoch_at(step),
                        lr=opt.param_groups[0]["lr"], train_loss=train_loss, grad_norm=grad_norm)
             diverged = monitor.update(step, train_loss)  # same on every rank: loss all-reduced
@@ -295,6 +311,8 @@ class _Run:
 
     def _eval(self, step: int, train_loss: float | None = None) -> None:
         loss = dst.all_mean(evaluate(self.model, self._val_batches(), self.autocast)).item()
+        if self.sharded:  # FSDP2 keeps the root's params unsharded after a forward: free them
+            self.model.reshard()
         self.records.add("evals", step=step, tokens=step * self.derived.tokens_per_step,
                          split="val", loss=loss)
         if step:
@@ -305,19 +323,9 @@ class _Run:
 
     def _checkpoint(self, step: int) -> None:
         self.records.flush(step)  # parts first: a checkpoint never precedes its rows
-        if self.env.is_main:
-            state = {
-                "step": step,
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "rng": ckpt.rng_state(),
-                "records_step": self.records.flushed_step,
-                "elapsed_s": self._elapsed(),
-                "run_id": self.run_id,
-            }
-            ckpt.save_checkpoint(self.run_dir, step, state)
-        if dist.is_initialized():
-            dist.barrier()
+        extras = {"rng": ckpt.rng_state(), "records_step": self.records.flushed_step,
+                  "elapsed_s": self._elapsed(), "run_id": self.run_id}
+        run_ckpt.save(self.run_dir, step, self.model, self.optimizer, extras)
 
     def _end(self, state: State, step: int, error: str | None = None) -> State:
         self.records.flush(step)

@@ -15,7 +15,9 @@ rms_to_inf, supremum, frobenius; the embedding read transposed, 1-D gains as dia
 
 rms_to_rms uses ``POWER_ITERS`` power iterations (``optim.norms.spectral``: a lower bound
 on sigma_max from a fixed start, cheap on every device) rather than a full SVD.
-Parameters are replicated under DDP, so only rank 0 computes.
+Parameters are replicated under DDP, so only rank 0 computes. Sharded (FSDP) parameters
+are gathered whole per tensor (``optim.norms`` calls ``full_tensor()``, a collective), so
+with ``collective=True`` every rank computes and only rank 0's records are kept.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ POWER_ITERS = 20
 
 
 class NormRecorder:
-    def __init__(self, model: nn.Module, records: Records, power_iters: int = POWER_ITERS):
+    def __init__(self, model: nn.Module, records: Records, power_iters: int = POWER_ITERS, *,
+                 collective: bool = False):
         self.model, self.records, self.power_iters = model, records, power_iters
+        self.collective = collective
         self._before: dict[torch.Tensor, torch.Tensor] = {}
 
     @property
     def active(self) -> bool:
-        return self.records.enabled
+        return self.records.enabled or self.collective
 
     def _add(self, rows: list[dict], step: int, kind: str) -> None:
         self.records.extend("norms", [{"step": step, "kind": kind, **r} for r in rows])

@@ -34,6 +34,7 @@ from torch import nn
 
 from scalelab.config import OptimConfig
 from scalelab.errors import UserError, did_you_mean
+from scalelab.train.fsdp import is_sharded
 
 __all__ = ["REGISTRY", "build_optimizer", "decay_groups", "register"]
 
@@ -91,10 +92,14 @@ def _adamw(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
     )
 
 
-def _multi_rank() -> bool:
-    """Under DDP every rank holds the full, all-reduced gradients: split the
-    Newton-Schulz work across ranks (optim.distributed.ddp_matrix_apply)."""
-    return dist.is_initialized() and dist.get_world_size() > 1
+def _distributed_mode(model: nn.Module) -> str:
+    """Muon's and Scion's ``distributed_mode``: 'fsdp' for sharded (DTensor) params (each
+    matrix's row shards gathered on an owner rank: optim.distributed.fsdp_matrix_apply);
+    'ddp' when several ranks hold the full, all-reduced gradients (the Newton-Schulz work
+    split across ranks: optim.distributed.ddp_matrix_apply); else 'none'."""
+    if is_sharded(model):
+        return "fsdp"
+    return "ddp" if dist.is_initialized() and dist.get_world_size() > 1 else "none"
 
 
 def _bf16(model: nn.Module) -> bool:
@@ -147,7 +152,7 @@ def _muon(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         betas=tuple(cfg.betas),
         eps=cfg.eps,
         stochastic_rounding=_bf16(model),
-        distributed_mode="ddp" if _multi_rank() else "none",
+        distributed_mode=_distributed_mode(model),
     )
 
 
@@ -167,5 +172,5 @@ def _scion(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         momentum=cfg.momentum,
         constrained=cfg.constrained,
         stochastic_rounding=_bf16(model),
-        distributed_mode="ddp" if _multi_rank() else "none",
+        distributed_mode=_distributed_mode(model),
     )

@@ -4,6 +4,10 @@ The loss of a step is the mean token cross-entropy over the *global* batch: each
 averages over its rows, each micro-batch contributes ``loss / n_micro`` to the gradient,
 and DDP averages gradients over ranks (equal row counts), so the gradient equals the
 single-process gradient of the same global batch.
+
+The loss is ``lm_loss``: ``model(x, targets=y)``, the chunked cross-entropy from the final
+hidden states (``scalelab.model.chunked_loss``: no [B, T, V] fp32 logits). A ``loss_fn``
+(logit KD, ``scalelab.distill``) gets the full logits ``model(x)`` instead.
 """
 
 from __future__ import annotations
@@ -16,12 +20,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["cross_entropy", "evaluate", "forward_backward", "micro_batches"]
+__all__ = ["cross_entropy", "evaluate", "forward_backward", "lm_loss", "micro_batches"]
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss in fp32. logits [B, T, V], targets [B, T] (int64)."""
+    """Mean next-token loss in fp32 of full logits [B, T, V]; targets [B, T] (int64)."""
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss (fp32 0-d) of ``model`` on inputs x [B, T], targets y [B, T]:
+    ``model(x, targets=y)``, the chunked cross-entropy (the train and eval loss)."""
+    return model(x, targets=y)
 
 
 def micro_batches(
@@ -40,7 +50,7 @@ def forward_backward(
     """Accumulate gradients of the mean loss over ``chunks``; returns that mean (detached).
 
     With DDP, only the last micro-batch synchronises gradients (``no_sync`` before it).
-    ``loss_fn(logits, x, y)`` replaces cross-entropy (logit KD, ``scalelab.distill``).
+    ``loss_fn(logits, x, y)`` replaces ``lm_loss`` (logit KD, ``scalelab.distill``).
     """
     n = len(chunks)
     total = torch.zeros((), dtype=torch.float32, device=chunks[0][0].device)
@@ -48,8 +58,7 @@ def forward_backward(
         sync = i == n - 1 or not hasattr(model, "no_sync")
         with contextlib.nullcontext() if sync else model.no_sync():
             with autocast():
-                logits = model(x)
-                loss = cross_entropy(logits, y) if loss_fn is None else loss_fn(logits, x, y)
+                loss = lm_loss(model, x, y) if loss_fn is None else loss_fn(model(x), x, y)
             (loss / n).backward()
         total += loss.detach()
     return total / n
@@ -67,6 +76,6 @@ def evaluate(
     losses = []
     for x, y in batches:
         with autocast():
-            losses.append(cross_entropy(model(x), y))
+            losses.append(lm_loss(model, x, y))
     model.train(was_training)
     return torch.stack(losses).mean()

@@ -25,17 +25,17 @@ def data(tmp_path_factory):
 def test_injected_nan_diverges(data, tmp_path, monkeypatch):
     """The 3rd training forward returns NaN (test-only monkeypatch of the loss)."""
     calls = {"n": 0}
-    real = step_mod.cross_entropy
+    real = step_mod.lm_loss
 
-    def poisoned(logits, targets):
-        loss = real(logits, targets)
+    def poisoned(model, x, y):
+        loss = real(model, x, y)
         if torch.is_grad_enabled():
             calls["n"] += 1
             if calls["n"] == 3:
                 return loss * float("nan")
         return loss
 
-    monkeypatch.setattr(step_mod, "cross_entropy", poisoned)
+    monkeypatch.setattr(step_mod, "lm_loss", poisoned)
     run_dir = tmp_path / "nan"
     assert train(tiny_cfg(data, 8, "train.checkpoint_every=2"), run_dir) == State.DIVERGED
     status = read_status(run_dir)
@@ -44,7 +44,7 @@ def test_injected_nan_diverges(data, tmp_path, monkeypatch):
     m = pl.read_parquet(run_dir / "metrics.parquet")
     assert m["step"].to_list() == [1, 2, 3] and math.isnan(m["train_loss"][2])
     # terminal: a relaunch does not train again
-    monkeypatch.setattr(step_mod, "cross_entropy", real)
+    monkeypatch.setattr(step_mod, "lm_loss", real)
     assert train(tiny_cfg(data, 8, "train.checkpoint_every=2"), run_dir) == State.DIVERGED
     assert read_status(run_dir)["attempts"] == 1
 
@@ -62,7 +62,7 @@ def test_crash_is_failed_not_diverged(data, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(step_mod, "cross_entropy", boom)
+    monkeypatch.setattr(step_mod, "lm_loss", boom)
     with pytest.raises(RuntimeError, match="disk on fire"):
         train(tiny_cfg(data, 4), tmp_path / "crash")
     status = read_status(tmp_path / "crash")

@@ -1,6 +1,7 @@
 """The one interface every backend implements.
 
-``submit`` hands jobs to the backend and returns one ``Handle`` per job; ``poll`` reports
+``submit`` hands jobs to the backend, with the launcher they run under (resources, setup
+lines, environment), and returns one ``Handle`` per job; ``poll`` reports
 the backend's view of many handles in ONE batched call; ``wait`` blocks until the jobs
 end. Lazy backends (debug, local) do their work in ``wait``; Slurm does it in ``submit``
 and ``sweep`` returns at once. ``Hooks`` lets the launcher follow execution (to keep
@@ -13,12 +14,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from scalelab.errors import UserError
 from scalelab.sweep.job import JobSpec
 
-__all__ = ["ALIVE_STATES", "Backend", "Handle", "Hooks"]
+__all__ = ["ALIVE_STATES", "Backend", "Handle", "Hooks", "job_env"]
 
 ALIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED",
@@ -59,6 +60,11 @@ class Hooks:
         """Called every few seconds while a blocking backend waits (heartbeats)."""
 
 
+def job_env(launcher: Any) -> dict[str, str]:
+    """``launcher.env`` as the strings a process environment holds ({} for None)."""
+    return {str(k): str(v) for k, v in (getattr(launcher, "env", None) or {}).items()}
+
+
 class Backend(ABC):
     """Executes ``JobSpec``s. Subclasses: debug (in-process), local, slurm."""
 
@@ -67,8 +73,10 @@ class Backend(ABC):
     """True when jobs run on their own after ``submit`` (a cluster): ``sweep`` need not wait."""
 
     @abstractmethod
-    def submit(self, jobs: Sequence[JobSpec]) -> list[Handle]:
-        """Hand ``jobs`` to the backend; one handle each, in order."""
+    def submit(self, jobs: Sequence[JobSpec], launcher: Any = None) -> list[Handle]:
+        """Hand ``jobs`` to the backend; one handle each, in order. ``launcher`` (a
+        ``LauncherConfig``; None = the backend's own) is how they all run: on Slurm one
+        job array (or more, split at MaxArraySize) per call."""
 
     @abstractmethod
     def poll(self, handles: Sequence[Handle]) -> dict[str, str]:

@@ -3,7 +3,8 @@
 The processes run ``python -m scalelab.sweep.job RUN_DIR`` in a new session, so a
 ctrl-C reaches only the launcher, which then asks every running trainer to stop at a
 checkpoint (SIGTERM -> PREEMPTED, resumable by the next launch), waits for them, and
-re-raises. Each run's output goes to ``<run_dir>/job.log``.
+re-raises. Each run's output goes to ``<run_dir>/job.log``; its process gets the
+launcher's ``env`` over this one's environment (``setup`` lines are for Slurm jobs).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from scalelab.sweep.backends.base import Backend, Handle, Hooks
+from scalelab.sweep.backends.base import Backend, Handle, Hooks, job_env
 from scalelab.sweep.job import JobSpec, command, settle
 
 __all__ = ["LocalBackend"]
@@ -37,16 +39,18 @@ class LocalBackend(Backend):
         self.python = python
         self.progress = progress
         self._queued: dict[str, JobSpec] = {}
+        self._env: dict[str, dict[str, str]] = {}
         self._procs: dict[str, subprocess.Popen] = {}
         self._done: dict[str, str] = {}
         self._count = 0
 
-    def submit(self, jobs: Sequence[JobSpec]) -> list[Handle]:
+    def submit(self, jobs: Sequence[JobSpec], launcher: Any = None) -> list[Handle]:
         handles = []
         for job in jobs:
             handle = Handle(job.run_id, job.run_dir, f"local-{os.getpid()}-{self._count}", self.name)
             self._count += 1
             self._queued[handle.job_id] = job
+            self._env[handle.job_id] = job_env(launcher)
             handles.append(handle)
         return handles
 
@@ -93,10 +97,12 @@ class LocalBackend(Backend):
 
     def _start(self, handle: Handle, hooks: Hooks) -> None:
         job = self._queued.pop(handle.job_id)
+        extra = self._env.pop(handle.job_id, {})
         log = open(Path(job.run_dir) / "job.log", "ab")  # noqa: SIM115 - owned by the child
         try:
             proc = subprocess.Popen(command(job, self.python), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, **extra} if extra else None)
         finally:
             log.close()
         self._procs[handle.job_id] = proc

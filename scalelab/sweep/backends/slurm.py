@@ -6,8 +6,11 @@
   with the torchrun environment of its rank (``scalelab.sweep.job.SlurmRun``).
 - Preemption and timeout: submitit signals USR2, ``SlurmRun.checkpoint`` stops the
   trainer at a checkpoint and requeues the same job, which resumes the run.
-- The code is snapshotted at submit (``scalelab.sweep.snapshot``) and jobs import it
-  first, through ``PYTHONPATH`` in the sbatch script's setup lines.
+- Resources per call: ``submit(jobs, launcher)`` sends the jobs of one launcher as their
+  own array(s), so runs with different resources never share an array.
+- The sbatch script's setup lines: the launcher's ``setup`` (module load, conda, ...),
+  then its ``env`` exported, then the code snapshot (``scalelab.sweep.snapshot``, taken
+  at the first submit), which jobs import first through ``PYTHONPATH``.
 - ``poll``: one ``squeue`` over all job ids (the controller's view of live jobs), then
   one ``sacct`` for the ids squeue no longer lists (their final state). Never per job.
 """
@@ -29,7 +32,7 @@ from typing import Any
 from submitit.core.utils import FailedJobError
 
 from scalelab.store.status import read_status
-from scalelab.sweep.backends.base import ALIVE_STATES, Backend, Handle, Hooks, SubmitError
+from scalelab.sweep.backends.base import ALIVE_STATES, Backend, Handle, Hooks, SubmitError, job_env
 from scalelab.sweep.job import JobSpec, SlurmRun
 from scalelab.sweep.snapshot import snapshot_code
 
@@ -98,14 +101,17 @@ def sbatch_parameters(launcher: Any, *, job_name: str, setup: list[str]) -> dict
     return {k: v for k, v in params.items() if v is not None}
 
 
-def _setup_lines(code_dir: Path | None) -> list[str]:
+def _setup_lines(launcher: Any, code_dir: Path | None) -> list[str]:
+    """The launcher's setup lines, its env exported (values literal), then the snapshot's."""
+    lines = list(launcher.setup)
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in job_env(launcher).items()]
     if code_dir is None:
-        return []
+        return lines
     # PYTHONSAFEPATH: `python -m` must not put the job's working directory (often the
     # checkout itself) ahead of the snapshot on sys.path
-    return [f"export PYTHONPATH={shlex.quote(str(code_dir))}${{PYTHONPATH:+:$PYTHONPATH}}",
-            "export PYTHONSAFEPATH=1",
-            f"export SCALELAB_CODE={code_dir.name}"]
+    return lines + [f"export PYTHONPATH={shlex.quote(str(code_dir))}${{PYTHONPATH:+:$PYTHONPATH}}",
+                    "export PYTHONSAFEPATH=1",
+                    f"export SCALELAB_CODE={code_dir.name}"]
 
 
 def render_sbatch(launcher: Any, folder: str | Path, n_runs: int, *, python: str,
@@ -113,7 +119,7 @@ def render_sbatch(launcher: Any, folder: str | Path, n_runs: int, *, python: str
     """The sbatch script submitit writes for an array of ``n_runs`` runs (1 = no array)."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    params = sbatch_parameters(launcher, job_name=job_name, setup=_setup_lines(code_dir))
+    params = sbatch_parameters(launcher, job_name=job_name, setup=_setup_lines(launcher, code_dir))
     cmd = " ".join([python, "-u -m submitit.core._submit", shlex.quote(str(folder))])
     return _make_sbatch_string(command=cmd, folder=folder, map_count=n_runs if n_runs > 1 else None,
                                **params)
@@ -180,31 +186,38 @@ class SlurmBackend(Backend):
         self.throttle_s = throttle_s
         self.poll_s = poll_s
         self.code_dir: Path | None = None
+        self._arrays = 0
+        self._cluster_max: int | None = None
 
-    def _array_size(self) -> int:
-        size = self.launcher.max_array_size or max_array_size() or DEFAULT_MAX_ARRAY_SIZE
-        return max(1, int(size))
+    def _array_size(self, launcher: Any) -> int:
+        """launcher.max_array_size, else the cluster's MaxArraySize (asked once), else 1000."""
+        if not launcher.max_array_size and self._cluster_max is None:
+            self._cluster_max = max_array_size() or DEFAULT_MAX_ARRAY_SIZE
+        return max(1, int(launcher.max_array_size or self._cluster_max))
 
-    def executor(self):
+    def executor(self, launcher: Any = None):
         import submitit
 
+        launcher = launcher or self.launcher
         ex = submitit.SlurmExecutor(folder=self.sweep_dir / "jobs" / "%j", python=shlex.quote(self.python))
         ex.update_parameters(**sbatch_parameters(
-            self.launcher, job_name=f"scalelab-{self.sweep_dir.name}", setup=_setup_lines(self.code_dir)))
+            launcher, job_name=f"scalelab-{self.sweep_dir.name}", setup=_setup_lines(launcher, self.code_dir)))
         return ex
 
-    def submit(self, jobs: Sequence[JobSpec]) -> list[Handle]:
+    def submit(self, jobs: Sequence[JobSpec], launcher: Any = None) -> list[Handle]:
         if not jobs:
             return []
+        launcher = launcher or self.launcher
         if self.snapshot and self.code_dir is None:
             self.code_dir = snapshot_code(self.sweep_dir / "code")
-        ex = self.executor()
-        fn = SlurmRun(self.python, requeue=bool(self.launcher.requeue))
-        size = self._array_size()
+        ex = self.executor(launcher)
+        fn = SlurmRun(self.python, requeue=bool(launcher.requeue))
+        size = self._array_size(launcher)
         handles: list[Handle] = []
         for start in range(0, len(jobs), size):
-            if start:
+            if self._arrays:
                 time.sleep(self.throttle_s)  # throttled submission: one array per pause
+            self._arrays += 1
             chunk = list(jobs[start:start + size])
             try:
                 with contextlib.redirect_stderr(io.StringIO()), ex.batch():  # submitit echoes sbatch's stderr

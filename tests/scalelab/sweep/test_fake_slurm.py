@@ -1,4 +1,5 @@
-"""The Slurm backend against fake sbatch/squeue/sacct/scontrol/sinfo/srun on PATH.
+"""The Slurm backend against fake sbatch/squeue/sacct/scontrol/sinfo/srun on PATH
+(the ``fake_slurm`` fixture, conftest.py).
 
 The fakes log every call, so the tests check how often the scheduler is asked (one
 batched poll per sweep, never one per job), what is submitted (array splits, the sbatch
@@ -11,7 +12,6 @@ import pickle
 import sys
 from pathlib import Path
 
-import pytest
 import submitit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,32 +23,6 @@ from scalelab.sweep.backends.slurm import SlurmBackend, scheduler_states
 from scalelab.sweep.job import JobSpec, SlurmRun
 from scalelab.sweep.launch import execute
 from scalelab.sweep.lock import read_claim, refresh
-
-FAKES = {
-    "sbatch": """n=$(cat "$D/next_id" 2>/dev/null || echo 100)
-if [ -f "$D/refuse_from" ] && [ "$n" -ge "$(cat "$D/refuse_from")" ]; then
-  echo "sbatch: error: invalid partition specified: nope" >&2; exit 1; fi
-echo $((n + 1)) > "$D/next_id"
-cp "${@: -1}" "$D/sbatch_$n.sh"; echo "Submitted batch job $n" """,
-    "squeue": 'cat "$D/squeue.out" 2>/dev/null; true',
-    "sacct": 'cat "$D/sacct.out" 2>/dev/null; true',
-    "scontrol": 'echo "MaxArraySize            = ${FAKE_MAX_ARRAY_SIZE:-1001}"',
-    "sinfo": "echo idle",
-    "srun": "exit 1",
-}
-
-
-@pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
-    bin_dir, state = tmp_path / "bin", tmp_path / "slurm"
-    bin_dir.mkdir()
-    state.mkdir()
-    for name, body in FAKES.items():
-        exe = bin_dir / name
-        exe.write_text(f'#!/bin/bash\nD="{state}"\necho "{name} $*" >> "$D/calls.log"\n{body}\n')
-        exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    return state
 
 
 def _calls(state: Path, name: str) -> list[str]:

@@ -82,6 +82,11 @@ def test_dry_run_prints_the_plan(tmp_path, monkeypatch, capsys):
     assert f"{t.height} runs · {human(t['flops'].sum())} FLOPs" in out
     assert f"launch {t.height}, skip 0" in out
     assert "150M_lr0.0001_wd0_ep1" in out
+    # resources per model size (derive rules on launcher keys): one job array per line
+    groups = out.split("resources (one Slurm job array per line):\n", 1)[1].splitlines()
+    assert groups[0] == "  1 GPU · mem 64G · 1h00: 201 runs"
+    assert groups[-1] == "  4 GPU · mem 256G · 24h00: 60 runs"
+    assert len(groups) == 12 and sum(int(g.split(": ")[1].split()[0]) for g in groups) == t.height
     assert not (tmp_path / "200M_tokens").exists()  # a dry run changes nothing
 
 

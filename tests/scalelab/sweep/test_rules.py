@@ -27,6 +27,15 @@ def ev(text, **env):
         ("sqrt(N_non_embedding)", {"N_non_embedding": 16.0}, 4.0),
         ("exp(0) + floor(2.7) + ceil(2.1) + round(2.5)", {}, 1 + 2 + 3 + 2),
         ("data.unique_tokens / data.epochs", {"data.unique_tokens": 100.0, "data.epochs": 4.0}, 25.0),
+        ("1 if N < 5e8 else 4", {"N": 4.9e8}, 1.0),
+        ("1 if N < 5e8 else 4", {"N": 5e8}, 4.0),
+        ("1 if 1 <= N < 3 else 2", {"N": 3.0}, 2.0),
+        ("1 if N == 2 or not N != 3 else 2", {"N": 3.0}, 1.0),
+        ("1 if N >= 2 and N > 9 else 2 if N > 1 else 3", {"N": 2.0}, 2.0),
+        ("ladder(N, 60, 240, 1440)", {"N": 61.0}, 240.0),
+        ("ladder(N, 60, 240, 1440)", {"N": 60.0}, 60.0),
+        ("ladder(N, 60, 240, 1440)", {"N": 1e6}, 1440.0),
+        ("1 if N > 0 else 1 / 0", {"N": 1.0}, 1.0),  # only the branch taken is evaluated
     ],
 )
 def test_rules_compute_like_python(text, env, expected):
@@ -51,8 +60,14 @@ def test_names_are_collected():
         ("'a' * 3", "constant 'a' is not allowed"),
         ("True + 1", "constant True is not allowed"),
         ("[1, 2][0]", "Subscript is not allowed"),
-        ("1 if N else 2", "IfExp is not allowed"),
-        ("N > 2", "Compare is not allowed"),
+        ("1 if N else 2", "a condition must be a comparison such as 'N < 5e8'"),
+        ("N > 2", "a comparison is only allowed as the condition of 'A if COND else B'"),
+        ("1 if N > 2 and 3 else 2", "a condition must be a comparison"),
+        ("1 if N in [1] else 2", "operator In is not allowed"),
+        ("1 if N is 2 else 2", "operator Is is not allowed"),
+        ("(N > 2) + 1", "a comparison is only allowed as the condition"),
+        ("not N", "operator Not is not allowed"),
+        ("ladder(1)", "ladder() takes at least 2 argument"),
         ("7 // 2", "operator FloorDiv is not allowed"),
         ("7 % 2", "operator Mod is not allowed"),
         ("sqrt(1, 2)", "sqrt() takes 1 argument"),
@@ -77,6 +92,7 @@ def test_parse_errors_are_one_line_user_errors(text, fragment):
         ("log(0)", {}, "math error"),
         ("10 ** 10 ** 10", {}, "numeric overflow"),
         ("(-8) ** 0.5", {}, "not a finite real number"),
+        ("ladder(N, 240, 60)", {"N": 1.0}, "ladder() rungs must increase"),
     ],
 )
 def test_evaluation_errors(text, env, fragment):
