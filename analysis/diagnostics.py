@@ -78,7 +78,9 @@ def identifiability_warnings(obj: Objective, z: np.ndarray, names: list[str]) ->
         return out
     H = hessian(obj, z)
     diag = np.diag(H)
-    dead = [names[i] for i in range(P) if not diag[i] > 0]
+    # a parameter whose term is negligible at every point (e.g. A/N^alpha ~ 1e-17) has a
+    # Hessian diagonal ~1e-30 of the others': as undetermined as an exact zero
+    dead = [names[i] for i in range(P) if not diag[i] > DEAD_RTOL * max(float(diag.max()), 0.0)]
     if dead:
         out.append(f"no curvature in {dead}: the data do not determine these parameters")
         return out
@@ -95,6 +97,9 @@ def identifiability_warnings(obj: Objective, z: np.ndarray, names: list[str]) ->
         )
     return out
 
+
+DEAD_RTOL = 1e-12
+"""A Hessian diagonal entry at most DEAD_RTOL x the largest one: the data do not determine it."""
 
 BOUND_RTOL = 1e-3
 """A value within BOUND_RTOL * max(1, |bound|) of a box bound (internal space) is at it."""

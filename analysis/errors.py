@@ -5,7 +5,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["AnalysisInputError", "IdentifiabilityWarning", "TooFewPointsError", "did_you_mean"]
+__all__ = [
+    "AnalysisInputError",
+    "FitBudgetWarning",
+    "IdentifiabilityWarning",
+    "TooFewPointsError",
+    "did_you_mean",
+]
 
 
 class AnalysisInputError(ValueError):
@@ -28,6 +34,10 @@ class TooFewPointsError(AnalysisInputError):
 class IdentifiabilityWarning(UserWarning):
     """The data cannot pin down a parameter: a flat valley, a parameter at its box bound, or
     too few points per parameter."""
+
+
+class FitBudgetWarning(UserWarning):
+    """A fit's ``time_budget_s`` ran out: it returned the best point found so far."""
 
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:

@@ -28,8 +28,9 @@ from analysis.errors import AnalysisInputError, did_you_mean
 __all__ = ["LAW_NAMES", "Chinchilla", "DataConstrained", "Law", "PowerLaw", "get_law"]
 
 
-def _lse(terms: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """log(sum(exp(t))) over a list of (S, n) arrays, and the softmax weight of each term.
+def _lse(terms: list[np.ndarray], weights: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
+    """log(sum(exp(t))) over a list of (S, n) arrays, and (with ``weights``) the softmax
+    weight of each term.
 
     The terms are consumed (overwritten in place) to keep the hot loop allocation-light.
     """
@@ -41,8 +42,10 @@ def _lse(terms: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
         np.subtract(t, m, out=t)
         np.exp(t, out=t)
         total = t.copy() if total is None else np.add(total, t, out=total)
-    for t in terms:
-        np.divide(t, total, out=t)
+    if weights:
+        inv = np.reciprocal(total)
+        for t in terms:
+            np.multiply(t, inv, out=t)
     np.log(total, out=total)
     return np.add(total, m, out=total), terms
 
@@ -221,16 +224,29 @@ class Chinchilla(Law):
         return lp, [(w1, None), (w2, None), (w3, None), (w1, -logN), (w2, -logD)]
 
 
-def _decay_terms(x: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For R* = exp(rho): (1 - e^{-x/R*}) and d/d rho of R*(1 - e^{-x/R*}), elementwise.
+def _saturation(
+    x: np.ndarray, rho: np.ndarray, grad: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Muennighoff et al.'s saturating excess q = R* (1 - e^{-x/R*}), R* = exp(rho) (S, 1),
+    x >= 0 (1, n) or (S, n); with ``grad`` also e^{-y} and dq/drho = q - R* y e^{-y}, where
+    y = x / R* (d/dR* [R* (1 - e^{-x/R*})] = 1 - e^{-y} (1 + y), times R* for d/drho).
+    All (S, n)."""
+    rstar = np.exp(rho)  # (S, 1)
+    neg_y = x * (-1.0 / rstar)  # (S, n): -y
+    q = np.expm1(neg_y)
+    np.multiply(q, -rstar, out=q)  # R* (1 - e^{-y}), accurate for small y
+    if not grad:
+        return q, None, None
+    e = np.exp(neg_y)
+    dq = np.multiply(neg_y, e, out=neg_y)  # -y e^{-y}
+    np.multiply(dq, rstar, out=dq)
+    np.add(dq, q, out=dq)
+    return q, e, dq
 
-    d/dR* [R*(1 - e^{-x/R*})] = 1 - e^{-y}(1 + y) with y = x/R*; times R* for d/d rho.
-    """
-    rstar = np.exp(rho)
-    y = x / rstar
-    one_minus = -np.expm1(-y)
-    d_rho = rstar * (one_minus - y * np.exp(-y))
-    return one_minus, d_rho
+
+_MAX_LOG_EXCESS = 60.0
+"""log(N / U_N) is capped here: beyond it R_N = N/U_N - 1 saturates N' completely
+(R_N / R_N* > 1e20 for R_N* <= e^14) and exp() would overflow float32."""
 
 
 @dataclass(frozen=True)
@@ -282,44 +298,64 @@ class DataConstrained(Law):
         N, D = X["N"][None, :], X["D"][None, :]  # (1, n)
         U = np.minimum(X["U"], X["D"])[None, :]  # U_D: unique tokens actually seen
         logN, logU = np.log(N), np.log(U)
-        # Effective data D' (depends on R_D* only).
+        # Effective data D' = U_D (1 + q_D): log D' = log U_D + log1p(q_D).
         xd = np.maximum(D / U - 1.0, 0.0)  # R_D, repetitions beyond the first epoch
-        om_d, dd_rho = _decay_terms(xd, rho_d)
-        Dp = U * (1.0 + np.exp(rho_d) * om_d)  # (S, n)
-        logDp = np.log(Dp)
+        q_d, _, dq_d = _saturation(xd, rho_d, grad)
+        logDp = np.log1p(q_d)
+        np.add(logDp, logU, out=logDp)
         # U_N = min(N_opt(U_D), N); log N_opt = (1 + k) log G + k log U, k = beta/alpha.
         s = alpha + beta
         logG = (np.log(alpha) - np.log(beta) + a - b) / s
         k = beta / alpha
-        log_nopt = (1.0 + k) * logG + k * logU  # (S, n)
-        capped = log_nopt < logN  # U_N = N_opt < N: excess parameters
-        u = np.where(capped, log_nopt, logN)
-        xn = np.exp(logN - u) - 1.0  # R_N >= 0
-        om_n, dn_rho = _decay_terms(xn, rho_n)
-        Np = np.exp(u) * (1.0 + np.exp(rho_n) * om_n)
-        logNp = np.log(Np)
-        lp, (w1, w2, w3) = _lse(
-            [a - alpha * logNp, b - beta * logDp, np.repeat(e, logNp.shape[1], axis=1)]
-        )
+        u = k * logU  # (S, n) -> log U_N
+        np.add(u, (1.0 + k) * logG, out=u)
+        np.minimum(u, logN, out=u)
+        excess = np.minimum(logN - u, _MAX_LOG_EXCESS)  # log(N / U_N) >= 0
+        x_n = np.expm1(excess)  # R_N; 0 unless N > N_opt (excess parameters)
+        q_n, e_n, dq_n = _saturation(x_n, rho_n, grad)
+        logNp = np.log1p(q_n)  # log N' = log U_N + log1p(q_N)
+        np.add(logNp, u, out=logNp)
+        t1 = logNp * -alpha
+        t1 += a
+        t2 = logDp * -beta
+        t2 += b
+        lp, (w1, w2, w3) = _lse([t1, t2, np.repeat(e, N.shape[1], axis=1)], weights=grad)
         if not grad:
             return lp
-        # d log N' / d u (only where capped): 1 - N e^{-R_N/R_N*} / N'.
-        dlogNp_du = np.where(capped, 1.0 - N * np.exp(-xn / np.exp(rho_n)) / Np, 0.0)
-        # d u / d(a, b, alpha, beta) through log N_opt.
+        # d log N' / d u = 1 - (N/U_N) e^{-y_N} / (1 + q_N): exactly 0 where N <= N_opt (then
+        # R_N = 0, q_N = 0, e^{-y_N} = 1), so the u-terms below vanish there.
+        inv_n = np.add(q_n, 1.0, out=q_n)
+        np.reciprocal(inv_n, out=inv_n)  # 1 / (1 + q_N)
+        dlogNp_du = np.add(x_n, 1.0, out=x_n)  # N / U_N (finite: log capped at 60)
+        np.multiply(dlogNp_du, e_n, out=dlogNp_du)  # (N / U_N) e^{-y_N}
+        np.multiply(dlogNp_du, inv_n, out=dlogNp_du)
+        np.subtract(1.0, dlogNp_du, out=dlogNp_du)
+        # d u / d(a, b, alpha, beta) through log N_opt (where capped).
         dlogG_da = 1.0 / s
         dlogG_dalpha = (1.0 / alpha - logG) / s
         dlogG_dbeta = (-1.0 / beta - logG) / s
-        du_da = (1.0 + k) * dlogG_da
-        du_db = -du_da
-        du_dalpha = (1.0 + k) * dlogG_dalpha - (beta / alpha**2) * (logG + logU)
-        du_dbeta = (1.0 + k) * dlogG_dbeta + (logG + logU) / alpha
-        c = -alpha * w1 * dlogNp_du  # d lp / d u
-        g_a = w1 + c * du_da
-        g_b = w2 + c * du_db
-        g_alpha = -w1 * logNp + c * du_dalpha
-        g_beta = -w2 * logDp + c * du_dbeta
-        g_rd = -beta * w2 * (U * dd_rho / Dp)
-        g_rn = -alpha * w1 * (np.exp(u) * dn_rho / Np)
+        du_da = (1.0 + k) * dlogG_da  # (S, 1); du_db = -du_da
+        c = np.multiply(dlogNp_du, w1, out=dlogNp_du)
+        np.multiply(c, -alpha, out=c)  # d lp / d u (S, n)
+        g_a = c * du_da
+        g_b = np.subtract(w2, g_a)
+        np.add(g_a, w1, out=g_a)
+        # du/dalpha = (1 + k) dlogG/dalpha - (beta / alpha^2)(logG + logU), du/dbeta likewise.
+        du_dalpha = logU * (-beta / alpha**2)
+        du_dalpha += (1.0 + k) * dlogG_dalpha - (beta / alpha**2) * logG
+        g_alpha = np.multiply(du_dalpha, c, out=du_dalpha)
+        g_alpha -= w1 * logNp
+        du_dbeta = logU / alpha
+        du_dbeta += (1.0 + k) * dlogG_dbeta + logG / alpha
+        g_beta = np.multiply(du_dbeta, c, out=du_dbeta)
+        g_beta -= w2 * logDp
+        g_rd = np.add(q_d, 1.0, out=q_d)  # 1 + q_D
+        np.divide(dq_d, g_rd, out=g_rd)
+        np.multiply(g_rd, w2, out=g_rd)
+        np.multiply(g_rd, -beta, out=g_rd)  # -beta w2 dq_D / (1 + q_D)
+        g_rn = np.multiply(dq_n, inv_n, out=dq_n)
+        np.multiply(g_rn, w1, out=g_rn)
+        np.multiply(g_rn, -alpha, out=g_rn)  # -alpha w1 dq_N / (1 + q_N)
         jac = [g_a, g_b, w3, g_alpha, g_beta, g_rd, g_rn]
         return lp, [(j, None) for j in jac]
 

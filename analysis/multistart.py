@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BatchResult", "lbfgs_batched"]
+__all__ = ["BatchResult", "lbfgs_batched", "outward", "projected_grad"]
 
 FG = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """fg(x (k, P), rows (k,) int) -> (F (k,), dF (k, P)); ``rows`` index the problems."""
@@ -37,11 +37,14 @@ class BatchResult:
     converged: np.ndarray  # (S,) bool: stopped on gtol/ftol (not maxiter / failed search)
 
 
-def _projected_grad(x, g, lo, hi):
-    pg = g.copy()
-    pg[(x <= lo) & (g > 0)] = 0.0
-    pg[(x >= hi) & (g < 0)] = 0.0
-    return pg
+def outward(x: np.ndarray, g: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(k, P) bool: coordinates at a bound whose descent direction -g leaves the box."""
+    return ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))
+
+
+def projected_grad(x: np.ndarray, g: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The gradient with its ``outward`` components zeroed (k, P)."""
+    return np.where(outward(x, g, lo, hi), 0.0, g)
 
 
 def lbfgs_batched(
@@ -73,7 +76,7 @@ def lbfgs_batched(
         if idx.size == 0:
             break
         xa, fa, ga = x[idx], f[idx], g[idx]
-        pg = _projected_grad(xa, ga, lo, hi)
+        pg = projected_grad(xa, ga, lo, hi)
         done = np.max(np.abs(pg), axis=1) <= gtol
         if done.any():
             converged[idx[done]] = True
@@ -99,7 +102,7 @@ def lbfgs_batched(
             b_j = rho[idx, i] * np.einsum("kp,kp->k", y_hist[idx, i], r)
             r += s_hist[idx, i] * (alphas[:, j] - b_j)[:, None]
         d = -r
-        d[((xa <= lo) & (d < 0)) | ((xa >= hi) & (d > 0))] = 0.0
+        d[outward(xa, -d, lo, hi)] = 0.0  # steps out of the box from a bound
         slope = np.einsum("kp,kp->k", ga, d)
         bad = ~(slope < 0)
         if bad.any():  # not a descent direction: fall back to projected steepest descent

@@ -13,12 +13,16 @@ arXiv 2305.16264, fit alpha = beta) share one free coordinate: ``coords`` maps e
 varied parameter to its column of z, and dF/dz sums the tied parameters' derivatives.
 Everything is batched over S parameter vectors at once (starts or resamples), with
 analytic gradients; in linear space d r / d theta = Lhat * d log Lhat / d theta.
+``normal_equations`` adds the Gauss-Newton matrix J^T diag(c) J that the fitter's
+Levenberg-Marquardt steps solve with (levenberg.py), from the same per-point terms
+(``_point_terms``) as F and dF; ``astype(np.float32)`` gives the float32 copy its screen
+runs on (fit.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -100,6 +104,18 @@ class Objective:
             return np.exp(lp) - self.y[None, :]
         return lp - self.logy[None, :]
 
+    def astype(self, dtype: type) -> Objective:
+        """This objective with its data (X, log L, template, weights) in ``dtype``; the fit's
+        float32 screen uses it (fit.py): log_predict then runs in float32 throughout."""
+        w = self.point_weights
+        return replace(
+            self,
+            X={k: np.asarray(v, dtype=dtype) for k, v in self.X.items()},
+            logy=self.logy.astype(dtype),
+            template=self.template.astype(dtype),
+            point_weights=None if w is None else w.astype(dtype),
+        )
+
     def _rho(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rho(r), rho'(r)), elementwise; Huber as psi (r - psi/2), psi = clip(r, +-delta)."""
         if self.loss == "huber":
@@ -107,35 +123,81 @@ class Objective:
             return psi * (r - 0.5 * psi), psi
         return 0.5 * r * r, r
 
+    def _irls(self, r: np.ndarray) -> np.ndarray:
+        """IRLS weight rho'(r) / r (s, n): 1 inside Huber's delta, delta / |r| beyond (Holland
+        & Welsch 1977); 1 for MSE. It is >= rho''(r) (0 beyond delta), so the quadratic
+        model it gives bounds Huber's loss from above and keeps H positive semidefinite."""
+        if self.loss == "huber":
+            return self.delta / np.maximum(np.abs(r), self.delta)
+        return np.ones_like(r)
+
+    def _point_terms(
+        self, lp: np.ndarray, w: np.ndarray | None, curvature: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Per-point terms (s, n) of F from log Lhat ``lp`` (overwritten): w rho(r); the
+        gradient weight u = w rho'(r) dr/dlogLhat (dF/dz = SUM_i u_i dlogLhat_i/dz); and with
+        ``curvature`` the Gauss-Newton weight c = w IRLS(r) (dr/dlogLhat)^2."""
+        if self.space == "linear":
+            pred = np.exp(lp)
+            r = pred - self.y[None, :]
+            rho, u = self._rho(r)
+            u = u * pred  # d r / d log Lhat = Lhat
+            c = self._irls(r) * pred * pred if curvature else None
+        else:
+            r = np.subtract(lp, self.logy[None, :], out=lp)  # (s, n) residuals
+            rho, u = self._rho(r)
+            c = self._irls(r) if curvature else None
+        if w is not None:
+            rho, u = rho * w, u * w
+            c = None if c is None else c * w
+        return rho, u, c
+
+    def _blocks(
+        self, S: int, weights: np.ndarray | None
+    ) -> Iterator[tuple[slice, np.ndarray | None]]:
+        """(slice of rows, their weights (n,) or (s, n) or None) per cache-sized block; the
+        user's point weights are multiplied in."""
+        if self.point_weights is not None:
+            weights = self.point_weights if weights is None else weights * self.point_weights
+        step = max(1, _CHUNK_ELEMENTS // max(self.logy.size, 1))
+        for lo in range(0, S, step):
+            rows = slice(lo, min(S, lo + step))
+            w = None if weights is None else (weights if weights.ndim == 1 else weights[rows])
+            yield rows, w
+
+    def _jacobian(self, jac: list[tuple[np.ndarray, np.ndarray | None]], s: int) -> np.ndarray:
+        """d log Lhat / dz (s, P_free, n) from log_predict's factors (W_p, v_p); tied
+        parameters add onto their shared column."""
+        J = np.empty((s, self.n_free, self.logy.size), dtype=self.template.dtype)
+        cols = range(self.free.size) if self.coords is None else self.coords
+        seen: set[int] = set()
+        for p, c in zip(self.free, cols):
+            W, v = jac[p]
+            if c in seen:  # a tied parameter: add onto its target's column
+                J[:, c, :] += W if v is None else W * v
+            elif v is None:
+                J[:, c, :] = W
+            else:
+                np.multiply(W, v, out=J[:, c, :])
+            seen.add(c)
+        return J
+
     def value_and_grad(
         self, z: np.ndarray, weights: np.ndarray | None = None, grad: bool = True
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """F (S,) and dF/dz (S, P_free) for free vectors z (S, P_free)."""
         z = np.atleast_2d(np.asarray(z, dtype=float))
-        S, n = z.shape[0], self.logy.size
+        S = z.shape[0]
         f = np.empty(S)
         g = np.empty((S, self.free.size)) if grad else None
-        if self.point_weights is not None:
-            weights = self.point_weights if weights is None else weights * self.point_weights
-        step = max(1, _CHUNK_ELEMENTS // max(n, 1))
-        for lo in range(0, S, step):
-            hi = min(S, lo + step)
-            w = None if weights is None else (weights if weights.ndim == 1 else weights[lo:hi])
-            theta = self.full(z[lo:hi])
+        for rows, w in self._blocks(S, weights):
+            theta = self.full(z[rows])
             if grad:
                 lp, jac = self.law.log_predict(theta, self.X, grad=True)
             else:
                 lp = self.law.log_predict(theta, self.X)
-            if self.space == "linear":
-                pred = np.exp(lp)
-                rho, psi = self._rho(pred - self.y[None, :])
-                psi = psi * pred  # d r / d log Lhat = Lhat
-            else:
-                r = np.subtract(lp, self.logy[None, :], out=lp)  # (s, n) residuals
-                rho, psi = self._rho(r)
-            if w is not None:
-                rho, psi = rho * w, psi * w
-            f[lo:hi] = rho.sum(axis=1)
+            rho, psi, _ = self._point_terms(lp, w, curvature=False)
+            f[rows] = rho.sum(axis=1)
             if grad:
                 contracted: dict[int, np.ndarray] = {}
                 for j, p in enumerate(self.free):
@@ -144,10 +206,33 @@ class Objective:
                     if key not in contracted:
                         contracted[key] = np.multiply(psi, W, out=W)  # psi * dlogL factor
                     u = contracted[key]
-                    g[lo:hi, j] = u.sum(axis=1) if v is None else u @ v
+                    g[rows, j] = u.sum(axis=1) if v is None else u @ v
         if grad and self.coords is not None:  # tied parameters: sum onto their shared column
             gz = np.zeros((S, self.n_free))
             for j, c in enumerate(self.coords):
                 gz[:, c] += g[:, j]
             g = gz
         return f, g
+
+    def normal_equations(
+        self, z: np.ndarray, weights: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """F (S,), g = dF/dz (S, P_free) and the Gauss-Newton matrix H (S, P_free, P_free)
+        of the robust least-squares problem, for Levenberg-Marquardt (levenberg.py):
+
+            g = J^T u,   H = J^T diag(c) J,   J = d log Lhat / dz  (S, n, P_free)
+
+        with u, c from ``_point_terms``: for MSE in log space H is Gauss-Newton's J^T J;
+        for Huber, c is the IRLS weight (Holland & Welsch 1977). Returned in float64
+        whatever this objective's dtype."""
+        z = np.atleast_2d(np.asarray(z, dtype=float))
+        S, P = z.shape[0], self.n_free
+        f, g, H = np.empty(S), np.empty((S, P)), np.empty((S, P, P))
+        for rows, w in self._blocks(S, weights):
+            lp, jac = self.law.log_predict(self.full(z[rows]), self.X, grad=True)
+            J = self._jacobian(jac, lp.shape[0])  # (s, P, n)
+            rho, u, c = self._point_terms(lp, w, curvature=True)
+            f[rows] = rho.sum(axis=1)
+            g[rows] = np.einsum("spn,sn->sp", J, u)
+            H[rows] = np.matmul(J * c[:, None, :], J.transpose(0, 2, 1))  # (s, P, P)
+        return f, g, H

@@ -81,6 +81,9 @@ BOUND_CASES = [
     (_no_floor, 0, {"E": "lower bound e^-20"}),
     (_rising_with_n, 0, {"alpha": "upper bound 10", "beta": "upper bound 10"}),
 ]
+# Rising with N, both terms vanish, and every way of making them vanish ties to ~1e-16 in
+# the objective: their coefficients A, B may end at a bound too (which ones is rounding).
+MAY_ALSO_BE_AT_A_BOUND = {"rising_with_n": {"A", "B"}}
 _IDS = [c[0].__name__.strip("_") for c in BOUND_CASES]
 
 
@@ -90,7 +93,9 @@ def test_a_parameter_at_its_bound_is_named_and_warned(case, seed, expected):
     with pytest.warns(IdentifiabilityWarning) as record:
         fit = fit_law(law, data, fixed=fixed)
     raised = [str(w.message) for w in record]
-    assert set(at_bounds(fit)) == set(expected)
+    extra = set(at_bounds(fit)) - set(expected)
+    assert set(expected) <= set(at_bounds(fit))
+    assert extra <= MAY_ALSO_BE_AT_A_BOUND.get(case.__name__.strip("_"), set()), extra
     for p, where in expected.items():
         (msg,) = [w for w in fit.warnings if w.startswith(f"{p} at its ")]
         assert msg.startswith(f"{p} at its {where}")
@@ -109,7 +114,8 @@ def test_a_parameter_drifting_to_a_bound_is_never_silent(case, seed, expected):
         for p in expected:
             at = any(w.startswith(f"{p} at its ") for w in fit.warnings)
             opened = any(w.startswith("open towards") and f"{p} (" in w for w in fit.warnings)
-            assert at or opened, (draw, p, fit.warnings)
+            dead = any(w.startswith("no curvature in") and f"'{p}'" in w for w in fit.warnings)
+            assert at or opened or dead, (draw, p, fit.warnings)
 
 
 def test_profile_intervals_cover_the_truth():
@@ -202,7 +208,8 @@ def test_profile_arguments():
 def test_starts_converged_and_seed():
     data = load_epoch_chinchilla()
     # 10 random starts, all run to convergence: on Epoch's data only some reach the optimum
-    # (measured 2-4 of 10 for seeds 0-5), and which depends on the seed.
+    # (measured 3-7 of 10 for seeds 0-5 with the LM search; 2-4 with the earlier L-BFGS
+    # screen), and which depends on the seed.
     shares = []
     for seed in range(4):
         fit = fit_law(Chinchilla(), data, starts=10, seed=seed, warn=False)
