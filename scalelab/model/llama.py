@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalelab.model import memory
 from scalelab.model.chunked_loss import chunked_cross_entropy
 from scalelab.model.layers import RMSNorm, apply_rope, rope_table
 from scalelab.model.shape import ModelShape
@@ -143,7 +144,8 @@ class Llama(nn.Module):
 
         With ``targets`` (int64 [B, T]): the mean next-token cross-entropy instead, an fp32
         0-d tensor, computed from the final hidden states chunk by chunk
-        (``chunked_cross_entropy``), so no [B, T, V] logits exist. It is computed here, in
+        (``chunked_cross_entropy``), so no [B, T, V] logits exist; at most
+        ``memory.PLAIN_LOSS_MAX_LOGITS`` logits, the plain fp32 cross-entropy of the logits. It is computed here, in
         ``forward``, so that wrappers (DDP, FSDP2's unsharded head, torch.compile) see the
         head weight used inside the module's forward.
         """
@@ -155,4 +157,7 @@ class Llama(nn.Module):
         h = self.norm_out(x)  # [B, T, d]
         if targets is None:
             return self.lm_head(h).float()  # [B, T, V]
+        if targets.numel() * self.lm_head.weight.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
+            logits = self.lm_head(h).float()  # [B, T, V]: small, the plain loss
+            return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return chunked_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.flatten())

@@ -75,6 +75,7 @@ from scalelab.model.shape import ModelShape
 
 __all__ = [
     "CHUNK_TOKENS",
+    "PLAIN_LOSS_MAX_LOGITS",
     "FIT_FRACTION",
     "GIB",
     "OTHER_STATE_BYTES",
@@ -96,6 +97,11 @@ CHUNK_TOKENS = 1024
 """Tokens per chunk of the chunked loss (``scalelab.model.chunked_loss`` uses this): its
 [c, V] logits are the largest loss buffer (at V = 128,256: 0.26 GB in bf16, 0.5 GB per fp32
 copy), and a [1024, d] x [d, V] matmul still keeps a GPU busy."""
+PLAIN_LOSS_MAX_LOGITS = 2**24
+"""At most this many logits (n·V; 64 MiB in fp32) the model's loss is the plain one, full
+fp32 logits and ``F.cross_entropy`` (``Llama.forward``): chunking saves nothing worth having
+there, and small CPU runs (the twin's n·V is 524,288) keep the exact numbers they were
+calibrated with. Above it (every run of sweeps/200M_tokens.yaml) the loss is chunked."""
 RUNTIME_GIB = 1.5
 """CUDA context (~0.5 GiB), cuBLAS/cuDNN workspaces and NCCL buffers, per process."""
 FIT_FRACTION = 0.9
@@ -232,7 +238,7 @@ def loss_saved_bytes(shape: ModelShape, vocab: int, batch: int, seq_len: int,
 def loss_bytes(shape: ModelShape, vocab: int, batch: int, seq_len: int, setup: Setup) -> int:
     """Peak bytes of the loss computation (module docstring, **Loss**)."""
     n, d, a = batch * seq_len, shape.d_model, numerics(setup).compute
-    if setup.loss == "plain":
+    if setup.loss == "plain" or n * vocab <= PLAIN_LOSS_MAX_LOGITS:
         return 16 * n * vocab
     if setup.loss == "kd":
         return 32 * n * vocab

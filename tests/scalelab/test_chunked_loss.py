@@ -27,6 +27,15 @@ TOL = {torch.float32: (1e-6, 1e-6), torch.bfloat16: (1e-4, 1e-2), torch.float16:
 """dtype -> (loss, gradient) relative tolerance."""
 
 
+@pytest.fixture(autouse=True)
+def _chunked_loss_at_any_size(monkeypatch):
+    """These tiny models would take the plain loss (memory.PLAIN_LOSS_MAX_LOGITS): force the
+    chunked one, the loss of every run at scale."""
+    from scalelab.model import memory
+
+    monkeypatch.setattr(memory, "PLAIN_LOSS_MAX_LOGITS", 0)
+
+
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm()).item()
@@ -191,3 +200,41 @@ def test_model_loss_equals_cross_entropy_of_logits(tie):
     assert _rel(got_loss, want_loss) <= 1e-6
     for name in want:
         assert _rel(got[name], want[name]) <= 1e-6, name
+
+
+def test_small_heads_take_the_plain_loss_bit_for_bit(monkeypatch):
+    """At most PLAIN_LOSS_MAX_LOGITS logits, ``model(x, targets=y)`` is exactly the plain
+    fp32 cross-entropy of the logits, value and gradients (the CPU twin's runs keep the
+    numbers they were calibrated with); above it, the chunked loss (not bitwise equal)."""
+    from scalelab.model import memory
+
+    model = Llama(SHAPE, 256)
+    model.init_weights(seed=0)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (3, 40), generator=gen)
+    y = torch.randint(0, 256, (3, 40), generator=gen)
+
+    def loss_and_grads(fn):
+        model.zero_grad(set_to_none=True)
+        loss = fn()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+    want, want_g = loss_and_grads(lambda: cross_entropy(model(x), y))
+    import scalelab.model.llama as llama
+
+    calls = []
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return chunked_cross_entropy(*args, **kw)
+
+    monkeypatch.setattr(llama, "chunked_cross_entropy", spy)
+    monkeypatch.setattr(memory, "PLAIN_LOSS_MAX_LOGITS", x.numel() * 256)
+    got, got_g = loss_and_grads(lambda: model(x, targets=y))
+    assert not calls
+    assert torch.equal(got, want) and all(torch.equal(a, b) for a, b in zip(got_g, want_g))
+    monkeypatch.setattr(memory, "PLAIN_LOSS_MAX_LOGITS", x.numel() * 256 - 1)
+    chunked, _ = loss_and_grads(lambda: model(x, targets=y))
+    assert calls == [1]
+    assert abs(float(chunked) - float(want)) <= 1e-6 * float(want)

@@ -42,6 +42,15 @@ PRECISIONS = ("fp32", "bf16-autocast", "bf16-pure")
 VOCAB = 256
 
 
+@pytest.fixture(autouse=True)
+def _chunked_loss_at_any_size(monkeypatch):
+    """These tiny models would take the plain loss (memory.PLAIN_LOSS_MAX_LOGITS): force the
+    chunked one, the loss of every run at scale."""
+    from scalelab.model import memory
+
+    monkeypatch.setattr(memory, "PLAIN_LOSS_MAX_LOGITS", 0)
+
+
 def _model(shape: ModelShape, precision: str, ac: str = "none") -> Llama:
     torch.manual_seed(0)
     model = Llama(shape, VOCAB)
