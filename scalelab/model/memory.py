@@ -75,10 +75,10 @@ from scalelab.model.shape import ModelShape
 
 __all__ = [
     "CHUNK_TOKENS",
-    "PLAIN_LOSS_MAX_LOGITS",
     "FIT_FRACTION",
     "GIB",
     "OTHER_STATE_BYTES",
+    "PLAIN_LOSS_MAX_LOGITS",
     "RUNTIME_GIB",
     "MemoryEstimate",
     "Numerics",

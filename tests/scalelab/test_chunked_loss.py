@@ -221,7 +221,7 @@ def test_small_heads_take_the_plain_loss_bit_for_bit(monkeypatch):
         return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
     want, want_g = loss_and_grads(lambda: cross_entropy(model(x), y))
-    import scalelab.model.llama as llama
+    from scalelab.model import llama
 
     calls = []
 
