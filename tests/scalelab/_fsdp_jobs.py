@@ -87,21 +87,7 @@ def run_jobs(rank: int, world: int, port: int, jobs: list[Job], out: str) -> Non
 
 def spawn_jobs(world: int, jobs: list[Job], out: Path, timeout: float) -> list[str]:
     """Run ``jobs`` on ``world`` spawned gloo ranks; returns rank 0's final states."""
-    import multiprocessing as mp
+    from _train_util import spawn_ranks
 
-    from _train_util import free_port
-
-    ctx = mp.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=run_jobs, args=(r, world, port, jobs, str(out)))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout)
-    codes = [p.exitcode for p in procs]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    assert codes == [0] * world, f"rank exit codes {codes}"
+    spawn_ranks(world, run_jobs, (jobs, str(out)), timeout)
     return torch.load(f"{out}.0", weights_only=True)

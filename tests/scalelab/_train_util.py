@@ -163,13 +163,14 @@ def ddp_worker(rank: int, world: int, port: int, overrides: list[str], run_dir: 
     sys.exit(0 if state.value == "COMPLETED" else 1)
 
 
-def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = CEILING_S) -> None:
+def spawn_ranks(world: int, target, args: tuple, timeout: float = CEILING_S) -> None:
+    """Run ``target(rank, world, port, *args)`` in ``world`` spawned processes (one gloo rank
+    each, a free port); asserts every rank exited 0, killing any still alive at ``timeout``."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=ddp_worker, args=(r, world, port, overrides, str(run_dir)))
-             for r in range(world)]
+    procs = [ctx.Process(target=target, args=(r, world, port, *args)) for r in range(world)]
     for p in procs:
         p.start()
     for p in procs:
@@ -179,3 +180,7 @@ def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = 
         if p.is_alive():
             p.kill()
     assert codes == [0] * world, f"rank exit codes {codes}"
+
+
+def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = CEILING_S) -> None:
+    spawn_ranks(world, ddp_worker, (overrides, str(run_dir)), timeout)
