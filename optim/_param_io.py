@@ -56,7 +56,9 @@ def write_param_(
         stochastic_round_(
             dst, value, seed=seed, step=step, param_id=param_id, offset=global_index(p)
         )
-    elif dst.data_ptr() != value.data_ptr():
+    elif dst.dtype != value.dtype or dst.data_ptr() != value.data_ptr():
+        # the dtype test first: a bf16 param never aliases its fp32 value, and torch.compile
+        # cannot trace the data-pointer comparison (an "Unsupported" graph break)
         dst.copy_(value)
 
 
