@@ -13,7 +13,7 @@ an FSDP2 ``Shard(0)`` parameter they run on the local shard with no communicatio
 
 | class | s(G) | init (before ×ρ) |
 |---|---|---|
-| Spectral | polar(G)·sqrt(d_out/d_in) (normalized=False: ·sqrt(d_out); max=True: factor floored at 1) | orthogonal·factor |
+| Spectral | polar(G)·sqrt(d_out/d_in) (normalized=False: ·sqrt(d_out); max=True: factor floored at 1; blocks=k: per row block) | orthogonal·factor |
 | SpectralConv | polar(G.reshape(out, -1))·sqrt(out/in)/k^(ndim-2) | orthogonal per tap·factor |
 | ColNorm | columns to RMS 1 (normalized: 1/d_in); transpose=True acts on rows (embedding) | normal, columns rescaled |
 | RowNorm | rows to ℓ2 1/sqrt(d_in) (normalized=False: 1) | normal, rows rescaled |
@@ -106,6 +106,8 @@ class Spectral(LMO):
     normalized: factor sqrt(d_out/d_in) (True) or sqrt(d_out) (False, input layers).
     max: floor the factor at 1 (Disco ``image_spectral``).
     method: "newton_schulz" (``optim.newton_schulz``) or "svd" (exact U·Vᵀ, float64).
+    blocks: split the rows into this many equal blocks, each with its own polar factor and
+        shape factor (a fused [W_Q; W_K; W_V] weight: ``optim.fused_qkv``).
     """
 
     normalized: bool = True
@@ -113,22 +115,31 @@ class Spectral(LMO):
     steps: int = 5
     coefficients: str | tuple = "jordan"
     method: str = "newton_schulz"
+    blocks: int = 1
     name: ClassVar[str] = "Spectral"
 
     def factor(self, d_out: int, d_in: int) -> float:
         f = math.sqrt(d_out / d_in) if self.normalized else math.sqrt(d_out)
         return max(1.0, f) if self.max else f
 
+    def _rows(self, d_out: int) -> int:
+        if d_out % self.blocks:
+            raise ValueError(f"Spectral: {d_out} rows do not split into {self.blocks} blocks")
+        return d_out // self.blocks
+
     def direction(self, g: torch.Tensor) -> torch.Tensor:
         """Batched over leading dims: g [..., d_out, d_in] (conv filters: ``SpectralConv``)."""
-        o = _polar(g, self.method, self.steps, self.coefficients)
-        return o.mul_(self.factor(g.shape[-2], g.shape[-1]))
+        rows = self._rows(g.shape[-2])
+        x = g if self.blocks == 1 else g.unflatten(-2, (self.blocks, rows))  # [..., k, rows, in]
+        o = _polar(x, self.method, self.steps, self.coefficients).reshape(g.shape)
+        return o.mul_(self.factor(rows, g.shape[-1]))
 
     def init_(self, w, *, generator=None):
-        for mat in w.view(-1, *w.shape[-2:]):  # each [d_out, d_in] matrix of a batch
+        rows = self._rows(w.shape[-2])
+        for mat in w.view(-1, rows, w.shape[-1]):  # each [rows, d_in] block of a batch
             _orthogonal_(mat, generator)
         with torch.no_grad():
-            return w.mul_(self.factor(w.shape[-2], w.shape[-1]))
+            return w.mul_(self.factor(rows, w.shape[-1]))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,12 @@ MODES = ("auto", "none", "ddp", "fsdp")
 _SR_ID_BASE = 1 << 32  # SR param ids of Muon params; the AdamW groups number theirs from 0
 
 
+def _blocks(group: dict) -> int:
+    """Row blocks orthogonalised apart (group key ``blocks``; 1 when absent, as in state_dicts
+    saved before the key existed)."""
+    return int(group.get("blocks", 1))
+
+
 def shape_scale(mode: str, d_out: int, d_in: int) -> float:
     """Update multiplier s for a [d_out, d_in] matrix.
 
@@ -69,7 +75,9 @@ class Muon(torch.optim.Optimizer):
     """Muon for matrix params, optionally AdamW for ``use_muon=False`` groups (module docstring).
 
     Args:
-        params: params or param-group dicts; a group may set ``use_muon=False`` and any key below.
+        params: params or param-group dicts; a group may set ``use_muon=False`` and any key below,
+            and ``blocks=k``: orthogonalise each of k equal row blocks apart, with its own shape
+            scale (fused [W_Q; W_K; W_V] weights, ``optim.fused_qkv``; not for FSDP-sharded params).
         lr: η (float or 0-D tensor: no torch.compile recompiles on change, pytorch #130467).
         momentum: μ (float or 0-D tensor).
         weight_decay: λ, decoupled, multiplied by the base lr (float or 0-D tensor).
@@ -152,7 +160,13 @@ class Muon(torch.optim.Optimizer):
                 raise ValueError(f"Muon: {key} must be >= 0, got {group[key]}")
         if group["use_muon"]:
             shape_scale(group["shape_scale"], 1, 1)  # validates the name
+            blocks = _blocks(group)
             for p in group["params"]:
+                if blocks > 1 and (p.shape[0] % blocks or is_dtensor(p)):
+                    raise ValueError(
+                        f"Muon: blocks={blocks} needs a plain tensor whose {p.shape[0]} rows "
+                        f"split into {blocks} (shape {tuple(p.shape)})"
+                    )
                 if p.ndim < 2:
                     raise ValueError(
                         f"Muon: a {p.ndim}-D param of shape {tuple(p.shape)} is in a Muon group; "
@@ -231,8 +245,10 @@ class Muon(torch.optim.Optimizer):
             def ns(x: Tensor, steps=steps, coeffs=coeffs) -> Tensor:  # [B, m, n] -> [B, m, n]
                 return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend)
 
-            updates = self._orthogonalise([(p, u) for p, _, u, _ in items], ns)
-            for (p, group, _, pid), o in zip(items, updates):
+            pairs = [(p, b) for p, group, u, _ in items for b in u.chunk(_blocks(group))]
+            updates = iter(self._orthogonalise(pairs, ns))
+            for p, group, _, pid in items:  # row blocks back together
+                o = torch.cat([next(updates) for _ in range(_blocks(group))])
                 self._apply(p, group, o, pid)
         return loss
 
@@ -261,7 +277,7 @@ class Muon(torch.optim.Optimizer):
     def _apply(self, p: Tensor, group: dict, o: Tensor, pid: int) -> None:
         """W <- W(1 - ηλ) - η·s·O on the local rows, written back in p's dtype."""
         lr, wd = group["lr"], group["weight_decay"]
-        s = shape_scale(group["shape_scale"], p.shape[0], math.prod(p.shape[1:]))
+        s = shape_scale(group["shape_scale"], p.shape[0] // _blocks(group), math.prod(p.shape[1:]))
         w = local(p)
         if w.dtype != torch.float32:
             w = w.to(torch.float32)

@@ -14,6 +14,7 @@ from typing import Any
 from torch import nn
 
 from optim._roles import EMBED_NAMES, HEAD_NAMES, param_roles
+from optim.fused_qkv import split_fused
 
 __all__ = ["muon_param_groups", "route_params"]
 
@@ -38,19 +39,27 @@ def muon_param_groups(
     head_names: Iterable[str] = HEAD_NAMES,
     muon: Mapping[str, Any] | None = None,
     adamw: Mapping[str, Any] | None = None,
+    fused_qkv: str = "split",
 ) -> list[dict[str, Any]]:
     """Param groups for ``optim.Muon``'s hybrid mode: hidden matrices with ``use_muon=True``,
     everything else with ``use_muon=False`` (stepped by AdamW).
 
     ``muon`` / ``adamw`` are extra group options (e.g. ``adamw={"lr": 3e-4, "betas":
     (0.9, 0.95)}``); unset keys fall back to the optimizer's defaults. Empty groups are left out.
+    fused_qkv: "split" puts fused [3·d, d] QKV weights (``optim.fused_qkv``) in a Muon group with
+    ``blocks=3``: Newton-Schulz and the shape scale per Q/K/V block; a weight named like one
+    whose blocks cannot be told stays whole, with one warning. "whole": no special case.
     """
     hidden, other = [], []
-    for _, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
-        (hidden if role == "hidden" else other).append(p)
+    for name, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
+        (hidden if role == "hidden" else other).append((name, p))
+    hidden, fused = split_fused(hidden, fused_qkv, "muon_param_groups")
+    other = [p for _, p in other]
     groups = []
     if hidden:
         groups.append({**dict(muon or {}), "params": hidden, "use_muon": True})
+    if fused:
+        groups.append({**dict(muon or {}), "params": fused, "use_muon": True, "blocks": 3})
     if other:
         groups.append({**dict(adamw or {}), "params": other, "use_muon": False})
     return groups

@@ -30,6 +30,7 @@ from torch import nn
 
 from ._param_io import local, restore_fp32_state, write_param_
 from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles
+from .fused_qkv import split_fused
 from .lmo import (
     LMO,
     Auto,
@@ -267,6 +268,7 @@ def scion_param_groups(
     vector_scale: float = 1.0,
     embed_names: Iterable[str] = EMBED_NAMES,
     head_names: Iterable[str] = HEAD_NAMES,
+    fused_qkv: str = "split",
 ) -> list[dict]:
     """Scion param groups for a Llama-style model with the published untied defaults.
 
@@ -279,18 +281,25 @@ def scion_param_groups(
         ``init=False`` (``Scion.init`` keeps the module's own init, e.g. ones; BiasRMS's
         zero init would silence RMSNorm). "exclude" leaves them out: optimize them elsewhere.
     Tied embedding/head weights join the head (Sign) group, as the published tied recipe.
+    fused_qkv: "split" gives fused [3·d, d] QKV weights (``optim.fused_qkv``) their own group
+        with ``Spectral(blocks=3)``: one polar factor per Q/K/V block; a weight named like one
+        whose blocks cannot be told stays whole, with one warning. "whole": no special case.
     """
     if vectors not in ("bias_rms", "exclude"):
         raise ValueError(f"scion_param_groups: vectors must be 'bias_rms' or 'exclude', got {vectors!r}")
     by_role: dict[str, list] = {"embed": [], "hidden": [], "head": [], "vector": []}
-    for _, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
+    for name, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
         if p.requires_grad:
-            by_role[role].append(p)
-    hidden_2d = [p for p in by_role["hidden"] if p.ndim == 2]
+            by_role[role].append((name, p))
+    hidden_2d, fused = split_fused(
+        [(n, p) for n, p in by_role["hidden"] if p.ndim == 2], fused_qkv, "scion_param_groups"
+    )
+    by_role = {role: [p for _, p in named] for role, named in by_role.items()}
     hidden_conv = [p for p in by_role["hidden"] if p.ndim >= 3]
     groups = [
         {"params": by_role["embed"], "norm": ColNorm(transpose=True), "scale": embed_scale},
         {"params": hidden_2d, "norm": Spectral(), "scale": hidden_scale},
+        {"params": fused, "norm": Spectral(blocks=3), "scale": hidden_scale},
         {"params": hidden_conv, "norm": SpectralConv(), "scale": hidden_scale},
         {"params": by_role["head"], "norm": Sign(), "scale": head_scale},
     ]
