@@ -251,9 +251,10 @@ class Scion(torch.optim.Optimizer):
                     w.sub_(s * (lr * rho))
                 else:
                     w.add_(s, alpha=-lr * rho)
-                write_param_(
+                sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16
+                write_param_(  # the step (a host sync) only keys SR's random bits
                     p, w, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
-                    step=int(self.state[p]["step"].item()), param_id=pid,
+                    step=int(self.state[p]["step"].item()) if sr else 0, param_id=pid,
                 )  # fmt: skip
         return loss
 

@@ -45,3 +45,32 @@ def test_adamw_step_compiles_fullgraph_and_matches_eager(case):
     compiled = _train(dtype, kw, compiled=True)
     for a, b in zip(eager, compiled):
         torch.testing.assert_close(b.float(), a.float(), rtol=RTOL, atol=0, msg=case)
+
+
+def _tiny_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(32, 16), torch.nn.Linear(16, 16, bias=False),
+                               torch.nn.Linear(16, 32, bias=False))
+
+
+# AdamW is covered by the fullgraph test above: on torch 2.13 ``explain`` captures no graph of
+# its step at all (graph_count 0, graph_break_count -1), so it cannot count breaks there.
+OPTIMIZERS = {
+    "muon": lambda m: optim.Muon(optim.muon_param_groups(m), lr=0.02),
+    "scion": lambda m: optim.Scion(optim.scion_param_groups(m), lr=2**-10),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_step_traces_with_zero_graph_breaks(name):
+    """``torch._dynamo.explain(opt.step)``: one graph, no break, for fp32 params (issue 13:
+    Scion's per-parameter ``step.item()`` host sync broke its graph; it is now read only when
+    stochastic rounding needs it)."""
+    model = _tiny_model()
+    opt = OPTIMIZERS[name](model)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(opt.step)()
+    assert explained.graph_break_count == 0, [str(b.reason) for b in explained.break_reasons]
+    assert explained.graph_count == 1
