@@ -55,31 +55,19 @@ from analysis.objective import Objective
 from analysis.open_sides import open_side_warnings
 from analysis.progress import FitClock, ProgressFn, progress_fn
 from analysis.search import (
-    CONTINUE_FTOL,
-    CONTINUE_ITERS,
     KEEP,
     POLISH,
-    SCREEN_DTYPE,
-    SCREEN_FTOL,
-    SCREEN_HALVE_EVERY,
     SCREEN_ITERS,
-    SCREEN_MIN_ACTIVE,
     search,
 )
 from analysis.starts import MAX_GRID, box, share_converged, start_points
 from analysis.tie import coordinates
 
 __all__ = [
-    "CONTINUE_FTOL",
-    "CONTINUE_ITERS",
     "KEEP",
     "MAX_GRID",
     "POLISH",
-    "SCREEN_DTYPE",
-    "SCREEN_FTOL",
-    "SCREEN_HALVE_EVERY",
     "SCREEN_ITERS",
-    "SCREEN_MIN_ACTIVE",
     "FitResult",
     "fit_law",
     "law_loss_column",
