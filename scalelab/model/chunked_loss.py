@@ -32,10 +32,17 @@ target counts (no ignore_index; scalelab never pads). The loop runs eagerly, als
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from scalelab.model.memory import CHUNK_TOKENS
 
-__all__ = ["CHUNK_TOKENS", "chunked_cross_entropy"]
+__all__ = ["CHUNK_TOKENS", "chunked_cross_entropy", "cross_entropy"]
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The plain loss: mean next-token cross-entropy in fp32 of full logits [B, T, V];
+    targets [B, T] (int64). What ``chunked_cross_entropy`` equals without the logits."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 @torch.compiler.disable

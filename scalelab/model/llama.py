@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from scalelab.model import memory
-from scalelab.model.chunked_loss import chunked_cross_entropy
+from scalelab.model.chunked_loss import chunked_cross_entropy, cross_entropy
 from scalelab.model.layers import RMSNorm, apply_rope, rope_table
 from scalelab.model.shape import ModelShape
 
@@ -158,6 +158,5 @@ class Llama(nn.Module):
         if targets is None:
             return self.lm_head(h).float()  # [B, T, V]
         if targets.numel() * self.lm_head.weight.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
-            logits = self.lm_head(h).float()  # [B, T, V]: small, the plain loss
-            return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            return cross_entropy(self.lm_head(h), targets)  # [B, T, V] is small: the plain loss
         return chunked_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.flatten())

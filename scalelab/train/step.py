@@ -17,15 +17,11 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from scalelab.model.chunked_loss import cross_entropy
+
 __all__ = ["cross_entropy", "evaluate", "forward_backward", "lm_loss", "micro_batches"]
-
-
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss in fp32 of full logits [B, T, V]; targets [B, T] (int64)."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def lm_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
