@@ -1,5 +1,7 @@
 """optim: Muon, Scion and SR-AdamW for PyTorch (see optim/README.md). Never imports scalelab."""
 
+__version__ = "0.1.0"
+
 from . import lmo, norms
 from .adamw import AdamW
 from .distributed import ddp_matrix_apply, fsdp_matrix_apply

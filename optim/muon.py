@@ -11,7 +11,7 @@ gradient G, all math in fp32:
     W <- W - η·s·O                         s = shape scale, see SHAPE_SCALES
 
 ``torch.optim.Muon`` uses the EMA form M <- βM + (1-β)G; its U is (1-β) times ours and
-NS divides the scale away, so the updates agree (tests/optim/test_muon.py).
+NS divides the scale away, so the updates agree (optim/tests/test_muon.py).
 
 Param groups with ``use_muon=False`` are stepped by ``optim.AdamW`` (group keys lr, betas,
 eps, weight_decay), so one optimizer (and one LR scheduler) holds a whole model;

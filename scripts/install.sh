@@ -19,4 +19,6 @@ TORCH=$(pin torch)
 "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '${TORCH#torch==}')" \
   2>/dev/null || "$VENV/bin/pip" install -q -c "$LOCK" "$TORCH"
 EXTRAS=${SCALELAB_EXTRAS-dev}
+# the optimizers first: scalelab depends on scalelab-optim, built from optim/ (not on PyPI)
+"$VENV/bin/pip" install -q -c "$LOCK" --no-build-isolation -e ./optim
 "$VENV/bin/pip" install -q -c "$LOCK" --no-build-isolation -e ".${EXTRAS:+[$EXTRAS]}"

@@ -16,7 +16,7 @@ fi
 printf '# torch is held at the release CI has on disk (scripts/lock.sh writes this file).\ntorch==%s\n' \
   "$TORCH" > requirements/torch.in
 "$UV" pip compile pyproject.toml requirements/tools.in --all-extras --python-version 3.11 \
-  --python-platform x86_64-manylinux_2_28 --constraint requirements/torch.in --no-header --quiet \
+  --python-platform x86_64-manylinux_2_28 --constraint requirements/torch.in --no-emit-package scalelab-optim --no-header --quiet \
   --output-file requirements/lock.body
 {
   echo "# Exact versions for every extra of scalelab, made by scripts/lock.sh on $(date -u +%F);"

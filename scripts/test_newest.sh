@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The canary job: the kernel and optimizer tests (tests/optim, plus the training registry)
+# The canary job: the kernel and optimizer tests (optim/tests, plus the training registry)
 # against the NEWEST releases of triton and torch that pyproject.toml's ranges allow, in
 # their own venv (.venv-newest: a copy of the locked .venv when there is one, with only
 # torch and triton upgraded). A new release that breaks us shows up
@@ -45,7 +45,7 @@ fi
 versions=$("$VENV/bin/python" -c "import torch, triton; print(f'torch {torch.__version__}, triton {triton.__version__}')")
 log "testing against $versions (torch: $torch_note)"
 OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
-  tests/optim tests/scalelab/test_optim_registry.py > "$VENV/pytest.log" 2>&1
+  optim/tests tests/scalelab/test_optim_registry.py > "$VENV/pytest.log" 2>&1
 rc=$?
 if [ "$rc" = 0 ]; then
   log "PASSED on $versions: $(tail -1 "$VENV/pytest.log")"

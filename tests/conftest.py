@@ -1,15 +1,12 @@
-"""Shared pytest setup: CPU-only, one thread per worker, deterministic."""
+"""scalelab's pytest setup: the same as optim's own suite (optim/tests/_setup.py), whose
+folder also holds the helpers both suites share (``_ranks``: N gloo ranks with a ceiling;
+``_waits``: waiting on states, never on sleeps)."""
 
-import os
+import sys
+from pathlib import Path
 
-import pytest
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "optim" / "tests"))
 
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+from _setup import pytest_collection_modifyitems, set_threads  # noqa: E402,F401  (the hook)
 
-
-def pytest_collection_modifyitems(config, items):
-    skip_cuda = pytest.mark.skip(reason="needs a CUDA GPU (none present)")
-    for item in items:
-        if "cuda" in item.keywords and not torch.cuda.is_available():
-            item.add_marker(skip_cuda)
+set_threads()

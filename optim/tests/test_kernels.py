@@ -1,7 +1,7 @@
 """optim.kernels (Triton) against torch, by microsoft/dion's criteria
 (its tests/test_newton_shulz.py).
 
-The interpreter checks run in a subprocess (tests/optim/_kernel_checks.py) with
+The interpreter checks run in a subprocess (optim/tests/_kernel_checks.py) with
 TRITON_INTERPRET=1 set before triton defines the kernels; bf16 is left out there (the
 interpreter mishandles bf16 arithmetic).
 
@@ -25,7 +25,7 @@ from _waits import CEILING_S
 
 from optim.kernels import HAS_TRITON
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the optim package
 OPS = ("sym_gram", "sym_gram_view", "sym_poly", "gemm_axpby", "newton_schulz")
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -35,7 +35,7 @@ def test_interpreter_kernels_match_torch():
     """One subprocess (the interpreter pays ~0.3 s per launch): every op, fp32 and fp16."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests/optim/_kernel_checks.py")],
+        [sys.executable, str(Path(__file__).with_name("_kernel_checks.py"))],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=CEILING_S, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

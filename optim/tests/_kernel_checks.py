@@ -1,6 +1,6 @@
 """Run optim.kernels under the Triton CPU interpreter; print one JSON object of errors.
 
-Started by tests/optim/test_kernels.py in a fresh process, because TRITON_INTERPRET must
+Started by optim/tests/test_kernels.py in a fresh process, because TRITON_INTERPRET must
 be set before the kernels are defined (at import). Each entry holds the relative max and
 mean error, against a float64 reference, of the kernel and of torch on the same op and
 dtype: {"<op>/<dtype>": {"kernel_max", "kernel_mean", "torch_max", "torch_mean"}}.

@@ -6,8 +6,8 @@ not to judge speed: a machine under heavy load makes a test slower, never red. W
 thing waited on can tell that it is gone (a process exited, a job left the Slurm queue),
 ``wait_until`` fails at once with what it saw instead of waiting out the ceiling.
 
-Importable from any test module: pytest puts this folder (the one of the root conftest.py)
-on sys.path.
+Importable by name from optim's tests and scalelab's: both conftest.py files put this
+folder on sys.path.
 """
 
 from __future__ import annotations
