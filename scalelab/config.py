@@ -105,6 +105,11 @@ class OptimConfig:
     setting of Pethick et al., arXiv 2502.07529 (LIONS-EPFL/scion)."""
     constrained: bool = False
     """Scion: SCG (True) or unconstrained uSCG (False)."""
+    stochastic_rounding: bool = True
+    """'sr-adamw', 'muon', 'scion' with bf16 params (train.precision 'bf16-pure'): write the
+    fp32 update back to bf16 with stochastic rounding (True) or round-to-nearest (False,
+    the ablation: fp32 moments and math, RTN weights; optim/README.md, "SR in practice").
+    Left out of the run id while True."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,10 @@ HASH_LEN = 8
 DEFAULT_OMITTED_SECTIONS = ("distill",)
 # Fields added later, left out while at their default, for the same reason (a run of an
 # old sweep keeps its id; a non-default value makes a new one).
-DEFAULT_OMITTED_KEYS = ("data.subset_seed", "train.divergence_factor", "train.divergence_patience")
+DEFAULT_OMITTED_KEYS = (
+    "data.subset_seed", "train.divergence_factor", "train.divergence_patience",
+    "optim.stochastic_rounding",
+)
 
 
 def identity_dict(cfg: RunConfig) -> dict[str, Any]:

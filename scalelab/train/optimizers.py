@@ -16,7 +16,8 @@ bf16 params), 'muon' (``optim.Muon`` hybrid: Muon on hidden matrices, AdamW with
 ``scion_param_groups``: ColNorm/Spectral/Sign radii ``scion_radii``; Scion has no weight
 decay, ``optim.weight_decay`` is unused; the loop calls ``Scion.init`` with the run's
 init seed, the norm-matched init of Pethick et al. 2025). Optimizers from ``optim`` use
-stochastic rounding when the parameters are bf16 (``train.precision: bf16-pure``).
+stochastic rounding when the parameters are bf16 (``train.precision: bf16-pure``), unless
+``optim.stochastic_rounding`` is False (round-to-nearest, the ablation).
 
 Add an optimizer with::
 
@@ -117,7 +118,7 @@ def _sr_adamw(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         betas=tuple(cfg.betas),
         eps=cfg.eps,
         weight_decay=cfg.weight_decay,
-        stochastic_rounding=True,
+        stochastic_rounding=cfg.stochastic_rounding,
     )
 
 
@@ -151,7 +152,7 @@ def _muon(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         shape_scale=cfg.muon_scale,
         betas=tuple(cfg.betas),
         eps=cfg.eps,
-        stochastic_rounding=_bf16(model),
+        stochastic_rounding=_bf16(model) and cfg.stochastic_rounding,
         distributed_mode=_distributed_mode(model),
     )
 
@@ -171,6 +172,6 @@ def _scion(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
         lr=cfg.lr,
         momentum=cfg.momentum,
         constrained=cfg.constrained,
-        stochastic_rounding=_bf16(model),
+        stochastic_rounding=_bf16(model) and cfg.stochastic_rounding,
         distributed_mode=_distributed_mode(model),
     )

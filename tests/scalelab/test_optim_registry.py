@@ -78,3 +78,20 @@ def test_each_optimizer_trains(data, tmp_path, name, extra):
     assert m["train_loss"].is_finite().all()
     e = pl.read_parquet(tmp_path / name / "evals.parquet")["loss"]
     assert e[-1] < e[0] - 0.2, f"{name}: eval loss {e.to_list()}"  # it learns in 6 steps
+
+
+@pytest.mark.parametrize("name", ["sr-adamw", "muon", "scion"])
+def test_stochastic_rounding_off_is_round_to_nearest_and_a_new_run_id(name):
+    """optim.stochastic_rounding False (the RTN ablation of optim/README.md) reaches the
+    optimizer; at its default (True) it stays out of the run id, so old ids hold."""
+    from scalelab.config import RunConfig
+    from scalelab.identity import identity_dict, run_id
+
+    model = _model().to(torch.bfloat16)
+    for flag in (True, False):
+        opt = build_optimizer(model, OptimConfig(name=name, stochastic_rounding=flag))
+        assert opt.stochastic_rounding is flag
+    base = RunConfig(optim=OptimConfig(name=name))
+    assert run_id(base) == run_id(RunConfig(optim=OptimConfig(name=name, stochastic_rounding=True)))
+    assert run_id(base) != run_id(RunConfig(optim=OptimConfig(name=name, stochastic_rounding=False)))
+    assert "stochastic_rounding" not in identity_dict(base)["optim"]
