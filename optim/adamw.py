@@ -1,7 +1,8 @@
 """AdamW with fp32 math for low-precision params: stochastic rounding or fp32 master weights.
 
-Update (Loshchilov & Hutter; the op order of ``torch.optim.AdamW``, single-tensor path),
-per parameter p with fp32 working copy w, gradient g (upcast to fp32), step t:
+Update (Loshchilov & Hutter 2019, arXiv 1711.05101; the op order of ``torch.optim.AdamW``,
+single-tensor path), per parameter p with fp32 working copy w, gradient g (upcast to fp32),
+step t:
 
     w ← w·(1 - η·λ)
     m ← lerp(m, g, 1 - β1);   v ← β2·v + (1 - β2)·g²
@@ -19,15 +20,126 @@ param dtype: late plateaus in bf16). How w is stored back:
   exact, survives any param dtype, and shards like the param under FSDP2; the bf16
   param is the nearest rounding of the master after every step.
 - bf16 with neither: p ← nearest(w). Small updates cancel (the baseline SR fixes).
+
+No host read of the step: t stays a 0-d CPU tensor (as in ``torch.optim`` when not
+capturable), and the bias corrections and step sizes are float64 tensor math that reproduces,
+bit for bit, the Python float math of a host-scalar t (``bias_corrections``, ``step_sizes``;
+torch.optim.AdamW's capturable path computes them as tensors too, in fp32). On CPU
+each step writes exactly the bits of the former host-scalar implementation
+(optim/tests/test_foreach.py); ``_descend_`` says where CUDA may differ in the last bit. Only
+stochastic rounding reads the step counts on the host (its Philox key is an integer): once
+per ``step()`` call, ``optim._param_io.host_steps``.
+
+``foreach=True`` (the default) runs the elementwise math as ``torch._foreach_*`` ops over the
+params of a group, by (device, dtype) and in chunks (``optim._param_io.foreach_chunks``;
+``adamw_update_``): fused multi-tensor kernels on CUDA, a C++ loop of the per-tensor kernels on
+CPU. The division by the per-parameter sqrt(1 - β2^t) runs tensor by tensor even so (the fused
+form takes Python numbers only). ``foreach=False`` is the per-parameter loop, the reference,
+which holds fp32 temporaries for one param at a time; on CPU the two are bitwise equal.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
-from ._param_io import local, restore_fp32_state, write_param_
+from ._param_io import (
+    advance_steps_,
+    foreach_chunks,
+    local,
+    params_with_grads,
+    restore_fp32_state,
+    write_params_,
+)
 
-__all__ = ["AdamW"]
+__all__ = ["AdamW", "adamw_update_", "bias_corrections", "step_sizes"]
+
+
+def bias_corrections(steps: list[Tensor], beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """(1 - β1^t, sqrt(1 - β2^t)) as float64 CPU tensors [n], for the n 0-d step tensors t,
+    without reading t on the host.
+
+    Bit for bit Python's ``1 - beta1**t`` and ``(1 - beta2**t) ** 0.5`` on the host scalar t:
+    each power is a 0-d ``pow`` (torch evaluates a single element with the C library's pow, as
+    Python does; a batched pow is vectorised (SLEEF) and can differ in the last bit), and the
+    square root is pow(x, 0.5) with a tensor exponent (a Python 0.5 exponent dispatches to
+    sqrt, which libm's pow(x, 0.5) does not always equal). Subtraction is IEEE-exact either way.
+    Steps kept on another device are copied to the CPU (a sync; optim keeps them on the CPU).
+    """
+    t = torch.stack(steps).to(device="cpu", dtype=torch.float64).unbind()  # n × 0-d
+    bc1 = 1 - torch.stack(torch._foreach_pow(beta1, t))  # [n]
+    rest2 = (1 - torch.stack(torch._foreach_pow(beta2, t))).unbind()  # n × 0-d
+    half = torch.full((), 0.5, dtype=torch.float64)
+    return bc1, torch.stack(torch._foreach_pow(rest2, [half] * len(t)))
+
+
+def step_sizes(lr: float | Tensor, bc1: Tensor) -> Tensor:
+    """η / (1 - β1^t) [n]: float64 on the CPU for a float η (Python's double division), else in
+    η's dtype and device (as ``lr / bias_correction1`` rounds the correction to η's dtype)."""
+    if torch.is_tensor(lr):
+        return lr / bc1.to(device=lr.device, dtype=lr.dtype)
+    return torch.full_like(bc1, lr) / bc1  # not ``lr / bc1``: Tensor.__rtruediv__ is reciprocal·lr
+
+
+def adamw_update_(
+    ws: list[Tensor],
+    ms: list[Tensor],
+    vs: list[Tensor],
+    gs: list[Tensor],
+    sizes: Tensor,
+    bc2_sqrt: Tensor,
+    *,
+    decay: float | Tensor | None,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    foreach: bool,
+) -> None:
+    """One AdamW update in place on fp32 weights ``ws`` and moments ``ms``, ``vs`` (module
+    docstring), from fp32 grads ``gs``.
+
+    sizes: η/(1 - β1^t) [n] (``step_sizes``); bc2_sqrt: sqrt(1 - β2^t) [n] (``bias_corrections``).
+    decay: the weight-decay factor 1 - η·λ, or None for λ = 0 (w·1 is exact: skipped).
+    foreach: ``torch._foreach_*`` ops (all tensors on one device), else a per-tensor loop.
+
+    The last op, w ← w - (η_t·m)/d, is ``_descend_`` on both paths.
+    """
+    if foreach:
+        if decay is not None:
+            torch._foreach_mul_(ws, decay)
+        torch._foreach_lerp_(ms, gs, 1 - beta1)
+        torch._foreach_mul_(vs, beta2)
+        torch._foreach_addcmul_(vs, gs, gs, value=1 - beta2)
+        denoms = torch._foreach_sqrt(vs)
+        torch._foreach_div_(denoms, bc2_sqrt.unbind())
+        torch._foreach_add_(denoms, eps)
+        _descend_(ws, ms, denoms, sizes)
+        return
+    for i, (w, m, v, g, b2) in enumerate(zip(ws, ms, vs, gs, bc2_sqrt.unbind())):
+        if decay is not None:
+            w.mul_(decay)
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        denom = v.sqrt().div_(b2).add_(eps)
+        _descend_([w], [m], [denom], sizes[i : i + 1])
+
+
+def _descend_(ws: list[Tensor], ms: list[Tensor], denoms: list[Tensor], sizes: Tensor) -> None:
+    """w ← w - (η_t·m)/d for each tensor; sizes: the η_t [n].
+
+    ``addcdiv_`` takes its scalar as a Python number (a host read of a tensor step);
+    ``_foreach_addcdiv_`` also takes a CPU tensor of scalars, which eager code uses: one pass.
+    torch's fake tensors reject that overload, so traced code (torch.compile), and step sizes
+    on a device (a CUDA tensor η), scale m first, w ← w + (-1)·(η_t·m)/d: a pass more, which
+    Inductor fuses. torch's CPU addcdiv computes (s·m)/d, so both forms give the bits of the
+    former host-scalar step; its CUDA kernels compute s·(m/d), which the first form matches (as
+    the former step did for a float η) and the second can miss by an ulp (so can the traced fma,
+    optim/tests/test_compile.py).
+    """
+    if sizes.device.type == "cpu" and not torch.compiler.is_compiling():
+        torch._foreach_addcdiv_(ws, ms, denoms, -sizes)
+    else:
+        torch._foreach_addcdiv_(ws, torch._foreach_mul(ms, sizes.unbind()), denoms, value=-1.0)
 
 
 class AdamW(torch.optim.Optimizer):
@@ -39,16 +151,22 @@ class AdamW(torch.optim.Optimizer):
         betas: (β1, β2).
         eps: added to the bias-corrected sqrt(v).
         weight_decay: λ, decoupled: w ← w(1 - ηλ).
-        stochastic_rounding: write bf16 params with SR (keyword-only).
+        stochastic_rounding: write bf16 params with SR (keyword-only). The SR key needs the step
+            counts on the host: read once per ``step()`` call (``optim._param_io.host_steps``).
         master_weights: keep an fp32 master for non-fp32 params; exact (keyword-only).
         seed: global SR seed; use the same on every rank.
+        foreach: multi-tensor ``torch._foreach_*`` math (True), or the per-parameter loop
+            (False, the reference); bitwise equal on CPU. None (default) means True on every
+            device: the ops exist everywhere (fused kernels on CUDA; on CPU a C++ loop that, in
+            cache-sized chunks, runs as fast as the loop: ``optim._param_io.FOREACH_CHUNK_NUMEL``),
+            and the chunks bound the fp32 temporaries held at once.
     Defaults are torchao's ``_AdamW`` (lr 1e-3, (0.9, 0.999), 1e-8, wd 1e-2).
     """
 
     def __init__(
         self,
         params,
-        lr: float | torch.Tensor = 1e-3,
+        lr: float | Tensor = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
@@ -56,6 +174,7 @@ class AdamW(torch.optim.Optimizer):
         stochastic_rounding: bool = False,
         master_weights: bool = False,
         seed: int = 0,
+        foreach: bool | None = None,
     ):
         if not (float(lr) >= 0.0):
             raise ValueError(f"AdamW: invalid lr {lr}")
@@ -70,6 +189,7 @@ class AdamW(torch.optim.Optimizer):
         self.stochastic_rounding = bool(stochastic_rounding)
         self.master_weights = bool(master_weights)
         self.seed = int(seed)
+        self.foreach = True if foreach is None else bool(foreach)
         for p in self._params():  # pre-populated: identical state keys on every rank (DCP)
             self._init_state(p)
 
@@ -77,7 +197,7 @@ class AdamW(torch.optim.Optimizer):
         for group in self.param_groups:
             yield from group["params"]
 
-    def _init_state(self, p: torch.Tensor) -> None:
+    def _init_state(self, p: Tensor) -> None:
         st = self.state[p]
         if st:
             return
@@ -91,49 +211,54 @@ class AdamW(torch.optim.Optimizer):
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)
 
+    def _weight(self, p: Tensor) -> Tensor:
+        """The fp32 working copy w of p: its master, p itself (fp32), or p upcast."""
+        st = self.state[p]
+        if "master" in st:
+            return local(st["master"])
+        return local(p) if p.dtype == torch.float32 else local(p).to(torch.float32)
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        param_id = 0  # position over all groups: the SR key, stable across ranks and resumes
-        for group in self.param_groups:
-            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                pid, param_id = param_id, param_id + 1
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                self._init_state(p)
-                st["step"] += 1
-                t = int(st["step"].item())
-                m, v = local(st["exp_avg"]), local(st["exp_avg_sq"])
-                g = local(p.grad).to(torch.float32)
-                if "master" in st:
-                    w = local(st["master"])
-                elif p.dtype == torch.float32:
-                    w = local(p)
-                else:
-                    w = local(p).to(torch.float32)
-                w.mul_(1 - lr * wd)
-                m.lerp_(g, 1 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                bias_correction1 = 1 - beta1**t
-                bias_correction2_sqrt = (1 - beta2**t) ** 0.5
-                step_size = lr / bias_correction1
-                denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-                if torch.is_tensor(step_size):
-                    w.addcdiv_(m * step_size, denom, value=-1.0)
-                else:
-                    w.addcdiv_(m, denom, value=-step_size)
-                write_param_(
-                    p,
-                    w,
-                    stochastic_rounding=self.stochastic_rounding,
-                    seed=self.seed,
-                    step=t,
-                    param_id=pid,
-                )
+        work = params_with_grads(self.param_groups)  # SR ids: positions over all groups
+        live = [p for _, ps, _ in work for p in ps]
+        for p in live:
+            self._init_state(p)
+        steps = [self.state[p]["step"] for p in live]
+        counts = advance_steps_(steps, foreach=self.foreach, sr=self.stochastic_rounding)  # None without SR
+        sr_steps = None if counts is None else iter(counts)
+        for group, ps, ids in work:
+            self._step_group(group, ps, ids, None if sr_steps is None else [next(sr_steps) for _ in ps])
         return loss
+
+    def _step_group(self, group: dict, ps: list[Tensor], ids: list[int], sr_steps: list[int] | None) -> None:
+        """The AdamW update of one param group's params with grads, chunk by chunk (foreach) or
+        param by param (the loop), each written back as it is done; ``sr_steps``: the SR step
+        counts (None without stochastic rounding)."""
+        foreach = self.foreach
+        lr, wd, (beta1, beta2) = group["lr"], group["weight_decay"], group["betas"]
+        states = [self.state[p] for p in ps]
+        bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
+        sizes = step_sizes(lr, bc1)
+        decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
+        chunks = foreach_chunks([local(p) for p in ps]) if foreach else [[i] for i in range(len(ps))]
+        for idx in chunks:
+            ws = [self._weight(ps[i]) for i in idx]
+            adamw_update_(
+                ws,
+                [local(states[i]["exp_avg"]) for i in idx],
+                [local(states[i]["exp_avg_sq"]) for i in idx],
+                [local(ps[i].grad).to(torch.float32) for i in idx],
+                sizes[idx],
+                bc2_sqrt[idx],
+                decay=decay, beta1=beta1, beta2=beta2, eps=group["eps"], foreach=foreach,
+            )  # fmt: skip
+            write_params_(
+                [ps[i] for i in idx], ws, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
+                steps=None if sr_steps is None else [sr_steps[i] for i in idx],
+                param_ids=[ids[i] for i in idx], foreach=foreach,
+            )  # fmt: skip

@@ -17,6 +17,13 @@ Param groups with ``use_muon=False`` are stepped by ``optim.AdamW`` (group keys 
 eps, weight_decay), so one optimizer (and one LR scheduler) holds a whole model;
 ``optim.routing.muon_param_groups`` builds such groups by parameter name.
 
+``foreach=True`` (the default) runs the momentum update and Nesterov blend as
+``torch._foreach_*`` ops over the Muon params of a group, by (device, dtype) and in chunks
+(``muon_momentum_``; on CPU bitwise the per-parameter loop, ``foreach=False``); the AdamW
+groups get the same setting (``optim.AdamW``'s foreach path). Newton-Schulz and the weight
+update stay per matrix (NS batches the matrices itself, ``optim.distributed``). The step count
+is read on the host only for stochastic rounding (its key), once per ``step()`` call.
+
 Distributed (after Dion, arXiv 2504.05295): ``distributed_mode="ddp"`` splits the NS work
 over the ranks of replicated params (``optim.distributed.ddp_matrix_apply``), ``"fsdp"`` sends FSDP2
 Shard(0) row shards to an owner rank (``fsdp_matrix_apply``); "auto" picks "fsdp" when a
@@ -30,7 +37,14 @@ import math
 import torch
 from torch import Tensor
 
-from optim._param_io import local, restore_fp32_state, write_param_
+from optim._param_io import (
+    advance_steps_,
+    foreach_chunks,
+    local,
+    params_with_grads,
+    restore_fp32_state,
+    write_param_,
+)
 from optim.adamw import AdamW
 from optim.coefficients import Coefficients
 from optim.distributed import (
@@ -41,7 +55,7 @@ from optim.distributed import (
 )
 from optim.newton_schulz import BACKENDS, newton_schulz
 
-__all__ = ["SHAPE_SCALES", "Muon", "shape_scale"]
+__all__ = ["SHAPE_SCALES", "Muon", "muon_momentum_", "shape_scale"]
 
 SHAPE_SCALES = ("jordan", "spectral", "moonlight")
 MODES = ("auto", "none", "ddp", "fsdp")
@@ -71,6 +85,29 @@ def shape_scale(mode: str, d_out: int, d_in: int) -> float:
     raise ValueError(f"Muon: unknown shape_scale {mode!r}; expected one of {SHAPE_SCALES}")
 
 
+def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, *, nesterov: bool,
+                   foreach: bool) -> list[Tensor]:
+    """M <- μM + G in place on the fp32 momentum buffers; returns U = G + μM (Nesterov) or M.
+
+    bufs, grads: fp32 tensors of matching shapes ([rows, ...] local rows under FSDP).
+    foreach: ``torch._foreach_*`` ops (all tensors on one device), else a per-tensor loop;
+        bitwise equal (the same mul and add, tensor by tensor).
+    """
+    if foreach:
+        torch._foreach_mul_(bufs, mu)
+        torch._foreach_add_(bufs, grads)
+        if not nesterov:
+            return list(bufs)
+        us = torch._foreach_mul(bufs, mu)
+        torch._foreach_add_(us, grads)
+        return list(us)
+    out = []
+    for buf, g in zip(bufs, grads):
+        buf.mul_(mu).add_(g)
+        out.append(buf * mu + g if nesterov else buf)
+    return out
+
+
 class Muon(torch.optim.Optimizer):
     """Muon for matrix params, optionally AdamW for ``use_muon=False`` groups (module docstring).
 
@@ -91,6 +128,8 @@ class Muon(torch.optim.Optimizer):
         seed: SR seed; the same on every rank.
         distributed_mode: "auto" | "none" | "ddp" | "fsdp".
         process_group: group for "ddp" (default: the world) and "fsdp" (default: the mesh's).
+        foreach: multi-tensor momentum (and AdamW groups), or the per-parameter loop (False, the
+            reference); bitwise equal on CPU. None (default) means True, as for ``optim.AdamW``.
     Defaults are KellerJordan/Muon's (lr 0.02, μ 0.95, Nesterov, wd 0, 5 Jordan steps;
     aux AdamW (0.9, 0.95), eps 1e-10).
     """
@@ -114,6 +153,7 @@ class Muon(torch.optim.Optimizer):
         seed: int = 0,
         distributed_mode: str = "auto",
         process_group=None,
+        foreach: bool | None = None,
     ):
         if distributed_mode not in MODES:
             raise ValueError(f"Muon: distributed_mode must be one of {MODES}, got {distributed_mode!r}")
@@ -130,6 +170,7 @@ class Muon(torch.optim.Optimizer):
         self.stochastic_rounding = bool(stochastic_rounding)
         self.seed = int(seed)
         self.process_group = process_group
+        self.foreach = True if foreach is None else bool(foreach)
         for group in self.param_groups:
             self._check_group(group)
         muon_params = [p for g in self.param_groups if g["use_muon"] for p in g["params"]]
@@ -144,9 +185,7 @@ class Muon(torch.optim.Optimizer):
         self._aux: AdamW | None = None
         aux_groups = [g for g in self.param_groups if not g["use_muon"]]
         if aux_groups:
-            self._aux = AdamW(
-                [dict(g) for g in aux_groups], stochastic_rounding=self.stochastic_rounding, seed=self.seed
-            )
+            self._aux = self._make_aux(aux_groups)
             self.state.update(self._aux.state)  # AdamW pre-populated its state: adopt it
         self._link_aux()
         for group in self.param_groups:  # pre-populated: same state keys on every rank (DCP)
@@ -174,6 +213,11 @@ class Muon(torch.optim.Optimizer):
                         "(optim.routing.muon_param_groups does this by name)"
                     )
 
+    def _make_aux(self, groups: list[dict]) -> AdamW:
+        """The ``optim.AdamW`` that steps the ``use_muon=False`` groups, with this optimizer's settings."""
+        kw = {"stochastic_rounding": self.stochastic_rounding, "seed": self.seed, "foreach": self.foreach}
+        return AdamW([dict(g) for g in groups], **kw)
+
     def _link_aux(self) -> None:
         """Point the AdamW helper at this optimizer's AdamW groups and state (the same objects),
         so LR schedulers, add_param_group and load_state_dict reach it."""
@@ -198,7 +242,7 @@ class Muon(torch.optim.Optimizer):
                 self._init_state(p)
         else:
             if self._aux is None:
-                self._aux = AdamW([dict(group)], stochastic_rounding=self.stochastic_rounding, seed=self.seed)
+                self._aux = self._make_aux([group])
                 self.state.update(self._aux.state)
             self._link_aux()
             for p in group["params"]:  # AdamW pre-populates only at construction
@@ -217,40 +261,47 @@ class Muon(torch.optim.Optimizer):
                 loss = closure()
         if self._aux is not None:
             self._aux.step()
+        work = params_with_grads([g for g in self.param_groups if g["use_muon"]], first_id=_SR_ID_BASE)
+        live = [p for _, ps, _ in work for p in ps]
+        for p in live:
+            self._init_state(p)
+        steps = [self.state[p]["step"] for p in live]
+        counts = advance_steps_(steps, foreach=self.foreach, sr=self.stochastic_rounding)  # None without SR
+        sr_steps = iter([0] * len(steps) if counts is None else counts)
         # momentum and U per Muon param, grouped by NS schedule (one distributed call each)
-        jobs: dict[tuple, list[tuple[Tensor, dict, Tensor, int]]] = {}
-        sr_id = _SR_ID_BASE
-        for group in self.param_groups:
-            if not group["use_muon"]:
-                continue
-            mu = group["momentum"]
-            for p in group["params"]:
-                pid, sr_id = sr_id, sr_id + 1
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                self._init_state(p)
-                st["step"] += 1
-                buf = local(st["momentum_buffer"])  # [rows, ...] fp32
-                g = local(p.grad).to(torch.float32)
-                buf.mul_(mu).add_(g)  # M <- μM + G
-                u = buf * mu + g if group["nesterov"] else buf
-                key = (group["ns_steps"], repr(group["coefficients"]))
+        jobs: dict[tuple, list[tuple[Tensor, dict, Tensor, int, int]]] = {}
+        for group, ps, ids in work:
+            key = (group["ns_steps"], repr(group["coefficients"]))
+            for p, u, pid in zip(ps, self._momentum(group, ps), ids):
                 flat = u.reshape(u.shape[0], math.prod(u.shape[1:]))  # [rows, in·k·k]
-                jobs.setdefault(key, []).append((p, group, flat, pid))
+                jobs.setdefault(key, []).append((p, group, flat, pid, next(sr_steps)))
         for items in jobs.values():
             group0 = items[0][1]
-            steps, coeffs = group0["ns_steps"], group0["coefficients"]
+            ns_steps, coeffs = group0["ns_steps"], group0["coefficients"]
 
-            def ns(x: Tensor, steps=steps, coeffs=coeffs) -> Tensor:  # [B, m, n] -> [B, m, n]
+            def ns(x: Tensor, steps=ns_steps, coeffs=coeffs) -> Tensor:  # [B, m, n] -> [B, m, n]
                 return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend)
 
-            pairs = [(p, b) for p, group, u, _ in items for b in u.chunk(_blocks(group))]
+            pairs = [(p, b) for p, group, u, *_ in items for b in u.chunk(_blocks(group))]
             updates = iter(self._orthogonalise(pairs, ns))
-            for p, group, _, pid in items:  # row blocks back together
-                o = torch.cat([next(updates) for _ in range(_blocks(group))])
-                self._apply(p, group, o, pid)
+            for p, group, _, pid, sr_step in items:  # row blocks back together (one: no copy)
+                blocks = [next(updates) for _ in range(_blocks(group))]
+                o = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+                self._apply(p, group, o, pid, sr_step)
         return loss
+
+    def _momentum(self, group: dict, ps: list[Tensor]) -> list[Tensor]:
+        """U of each param (``muon_momentum_``), by foreach chunk or param by param."""
+        us: dict[int, Tensor] = {}
+        bufs = [local(self.state[p]["momentum_buffer"]) for p in ps]  # [rows, ...] fp32
+        chunks = foreach_chunks(bufs) if self.foreach else [[i] for i in range(len(ps))]
+        for idx in chunks:
+            grads = [local(ps[i].grad).to(torch.float32) for i in idx]
+            out = muon_momentum_(
+                [bufs[i] for i in idx], grads, group["momentum"], nesterov=group["nesterov"], foreach=self.foreach
+            )
+            us.update(zip(idx, out))
+        return [us[i] for i in range(len(ps))]
 
     def _orthogonalise(self, pairs: list[tuple[Tensor, Tensor]], ns) -> list[Tensor]:
         """NS of every U (local rows under FSDP), spread over the ranks by distributed_mode."""
@@ -274,8 +325,9 @@ class Muon(torch.optim.Optimizer):
                 out[i] = o
         return out  # type: ignore[return-value]
 
-    def _apply(self, p: Tensor, group: dict, o: Tensor, pid: int) -> None:
-        """W <- W(1 - ηλ) - η·s·O on the local rows, written back in p's dtype."""
+    def _apply(self, p: Tensor, group: dict, o: Tensor, pid: int, sr_step: int) -> None:
+        """W <- W(1 - ηλ) - η·s·O on the local rows, written back in p's dtype (``sr_step``:
+        the step count keying stochastic rounding, 0 when SR is off)."""
         lr, wd = group["lr"], group["weight_decay"]
         s = shape_scale(group["shape_scale"], p.shape[0] // _blocks(group), math.prod(p.shape[1:]))
         w = local(p)
@@ -284,7 +336,4 @@ class Muon(torch.optim.Optimizer):
         w.mul_(1 - lr * wd)
         w.add_(o.view_as(w).to(torch.float32) * (lr * -s))
         sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16
-        write_param_(
-            p, w, stochastic_rounding=sr, seed=self.seed,
-            step=int(self.state[p]["step"].item()) if sr else 0, param_id=pid,
-        )
+        write_param_(p, w, stochastic_rounding=sr, seed=self.seed, step=sr_step if sr else 0, param_id=pid)

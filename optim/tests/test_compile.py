@@ -1,13 +1,18 @@
-"""``torch.compile(opt.step)`` of optim.AdamW (fp32, and bf16 with round-to-nearest, an fp32
-master or stochastic rounding) traces as one graph (``fullgraph=True``: a graph break is an
-error) and steps as eager does.
+"""``torch.compile(opt.step)`` of optim.AdamW and optim.Muon (fp32, and bf16 with
+round-to-nearest, an fp32 master (AdamW) or stochastic rounding), on both the multi-tensor
+(``foreach=True``) and the per-parameter path, traces as one graph (``fullgraph=True``: a graph
+break is an error) and steps as eager does; ``torch._dynamo.explain`` counts 0 breaks for Muon
+and Scion.
 
 Dynamo's "eager" backend: the graph is captured and run op by op, so this checks tracing
 (graph breaks) without paying for Inductor's code generation. The traced ``addcmul_``
 becomes an fma (one rounding instead of two), so fp32 agrees to ``RTOL`` (a few ulps; seen:
-1 ulp), not bitwise. The step count, ``int(st["step"].item())``, is captured as an unbacked SymInt
-(torch >= 2.x), so it is no break; the param write-back's data-pointer test was
-(``optim._param_io.write_param_``).
+1 ulp), not bitwise. Nothing in a step reads a tensor on the host except stochastic rounding,
+whose Philox key needs the step counts as ints: ``optim._param_io.host_steps`` reads them once
+per step (``tolist()``, captured as unbacked ints, no break). The bias corrections are tensor
+math on the 0-d step tensors, and the foreach paths group tensors by (device, dtype) in plain
+Python (``optim._param_io.foreach_chunks``), which traces; so does the param write-back, whose
+data-pointer test once broke the graph (``optim._param_io.write_param_``).
 """
 
 import pytest
@@ -23,12 +28,18 @@ CASES = {
     "bf16-master": (torch.bfloat16, {"master_weights": True}),
     "bf16-sr": (torch.bfloat16, {"stochastic_rounding": True}),
 }
+# Muon keeps no master copy; its SR write is the same per-param code on both paths, and tracing
+# its Philox rounds with symbolic keys takes ~18 s here: one SR case, marked slow
+MUON_CASES = [
+    *[(c, f) for c in ("fp32", "bf16-nearest") for f in (True, False)],
+    pytest.param("bf16-sr", True, marks=pytest.mark.slow),
+]
 
 
-def _train(dtype, kw, compiled: bool) -> list[torch.Tensor]:
+def _train(make_opt, shapes, dtype, compiled: bool) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype)) for s in ((8, 4), (5,))]
-    opt = optim.AdamW(params, lr=1e-2, weight_decay=0.1, **kw)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype)) for s in shapes]
+    opt = make_opt(params)
     torch._dynamo.reset()
     step = torch.compile(opt.step, backend="eager", fullgraph=True) if compiled else opt.step
     for _ in range(3):
@@ -38,13 +49,35 @@ def _train(dtype, kw, compiled: bool) -> list[torch.Tensor]:
     return [p.detach().clone() for p in params]
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_adamw_step_compiles_fullgraph_and_matches_eager(case):
-    dtype, kw = CASES[case]
-    eager = _train(dtype, kw, compiled=False)
-    compiled = _train(dtype, kw, compiled=True)
+def _check(make_opt, shapes, dtype, msg: str) -> None:
+    eager = _train(make_opt, shapes, dtype, compiled=False)
+    compiled = _train(make_opt, shapes, dtype, compiled=True)
     for a, b in zip(eager, compiled):
-        torch.testing.assert_close(b.float(), a.float(), rtol=RTOL, atol=0, msg=case)
+        torch.testing.assert_close(b.float(), a.float(), rtol=RTOL, atol=0, msg=msg)
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+@pytest.mark.parametrize("case", list(CASES))
+def test_adamw_step_compiles_fullgraph_and_matches_eager(case, foreach):
+    dtype, kw = CASES[case]
+
+    def make(ps):
+        return optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=foreach, **kw)
+
+    _check(make, ((8, 4), (5,)), dtype, f"{case} foreach={foreach}")
+
+
+@pytest.mark.parametrize(("case", "foreach"), MUON_CASES)
+def test_muon_step_compiles_fullgraph_and_matches_eager(case, foreach):
+    """Muon params (momentum, Nesterov, NS in fp32) and an AdamW group, with a tensor lr."""
+    dtype, kw = CASES[case]
+
+    def make(ps):
+        groups = [{"params": ps[:2]}, {"params": ps[2:], "use_muon": False, "lr": torch.tensor(1e-2)}]
+        return optim.Muon(groups, lr=torch.tensor(0.02), weight_decay=0.1, ns_dtype=torch.float32,
+                          foreach=foreach, **kw)
+
+    _check(make, ((8, 4), (6, 10), (5,)), dtype, f"{case} foreach={foreach}")
 
 
 def _tiny_model() -> torch.nn.Module:
@@ -53,10 +86,11 @@ def _tiny_model() -> torch.nn.Module:
                                torch.nn.Linear(16, 32, bias=False))
 
 
-# AdamW is covered by the fullgraph test above: on torch 2.13 ``explain`` captures no graph of
+# AdamW is covered by the fullgraph tests above: on torch 2.13 ``explain`` captures no graph of
 # its step at all (graph_count 0, graph_break_count -1), so it cannot count breaks there.
 OPTIMIZERS = {
     "muon": lambda m: optim.Muon(optim.muon_param_groups(m), lr=0.02),
+    "muon-loop": lambda m: optim.Muon(optim.muon_param_groups(m), lr=0.02, foreach=False),
     "scion": lambda m: optim.Scion(optim.scion_param_groups(m), lr=2**-10),
 }
 

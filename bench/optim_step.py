@@ -1,0 +1,145 @@
+"""Optimizer step time: optim.AdamW and optim.Muon against torch.optim, measured side by side.
+
+    python bench/optim_step.py [--d-model 256] [--layers 12] [--vocab 32000] [--steps 1]
+                               [--reps 5] [--device cpu] [--threads 1 --clock process]
+
+The parameters are those of a Llama-style decoder (Touvron et al. 2023, arXiv 2302.13971),
+built directly as fp32 tensors with fixed random grads (no model, no forward): the token
+embedding [V, d]; per layer W_q, W_k, W_v, W_o [d, d], the SwiGLU MLP (Shazeer 2020, arXiv
+2002.05202) w1, w3 [f, d] and w2 [d, f] with f = 8d/3 rounded up to a multiple of 256 (as
+Llama), and two RMSNorm gains [d]; the final norm [d] and the head [V, d].
+
+Rows, each timed against the torch reference of its block (ratio = ms / ms of that reference):
+  AdamW  every tensor: torch.optim.AdamW(foreach=True) vs optim.AdamW with foreach=True and
+         with foreach=False (its per-parameter loop). Same hyperparameters, fp32 moments on both.
+  Muon   the 7·layers hidden matrices only: torch.optim.Muon takes 2-D hidden matrices and
+         nothing else, so optim.Muon gets the same list (no AdamW group). Newton-Schulz runs 5
+         steps in bf16 on both sides (torch's is fixed at bf16; bf16 is optim.Muon's default);
+         optim.Muon with foreach=True and False.
+
+Each optimizer has its own copy of the params and its own state; the grads are shared tensors
+(no optimizer writes them). One warm-up step per optimizer, then ``--reps`` repetitions in
+which the optimizers take turns (A, B, C, then C, B, A: drift hits all alike), each timing
+``--steps`` steps; the table prints the median ms/step over repetitions. On a shared CPU,
+``--threads 1 --clock process`` times CPU seconds of one thread, which other processes' load
+does not inflate. Nothing is asserted: the numbers describe the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+import optim
+
+HIDDEN = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+
+
+def llama_shapes(d_model: int, layers: int, vocab: int) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every parameter of the decoder in the module docstring."""
+    ffn = 256 * math.ceil(int(8 * d_model / 3) / 256)
+    shapes: dict[str, tuple[int, ...]] = {"embed": (vocab, d_model)}
+    for i in range(layers):
+        shapes |= {f"{i}.{n}": (d_model, d_model) for n in ("wq", "wk", "wv", "wo")}
+        shapes |= {f"{i}.w1": (ffn, d_model), f"{i}.w3": (ffn, d_model), f"{i}.w2": (d_model, ffn)}
+        shapes |= {f"{i}.attn_norm": (d_model,), f"{i}.mlp_norm": (d_model,)}
+    return shapes | {"norm": (d_model,), "head": (vocab, d_model)}
+
+
+def _params(shapes, grads: dict[str, torch.Tensor], device) -> list[torch.nn.Parameter]:
+    """A fresh copy of the params (seed 0), each holding its shared grad."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    params = []
+    for name, shape in shapes.items():
+        p = torch.nn.Parameter(0.02 * torch.randn(shape, device=device, generator=gen))
+        p.grad = grads[name]
+        params.append(p)
+    return params
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clock) -> dict[str, float]:
+    """Median seconds per step of each callable: warm-up, then interleaved repetitions."""
+    for fn in steps.values():
+        fn()
+    _sync(device)
+    samples: dict[str, list[float]] = {k: [] for k in steps}
+    for r in range(reps):
+        for name in list(steps) if r % 2 == 0 else reversed(list(steps)):
+            t0 = clock()
+            for _ in range(n):
+                steps[name]()
+            _sync(device)
+            samples[name].append((clock() - t0) / n)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, Callable[[], object]]]:
+    """Row name -> (block, reference row, step function); params built per optimizer."""
+    hidden = {n: s for n, s in shapes.items() if n.split(".")[-1] in HIDDEN}
+    adamw = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+    muon = {"lr": 0.02, "momentum": 0.95, "weight_decay": 0.1, "nesterov": True, "ns_steps": 5}
+    every, matrices = (lambda: _params(shapes, grads, device)), (lambda: _params(hidden, grads, device))
+    made = {
+        "torch.optim.AdamW(foreach=True)": ("adamw", torch.optim.AdamW(every(), foreach=True, **adamw)),
+        "optim.AdamW(foreach=True)": ("adamw", optim.AdamW(every(), foreach=True, **adamw)),
+        "optim.AdamW(foreach=False)": ("adamw", optim.AdamW(every(), foreach=False, **adamw)),
+        "torch.optim.Muon": ("muon", torch.optim.Muon(matrices(), **muon)),
+        "optim.Muon(foreach=True)": ("muon", optim.Muon(matrices(), foreach=True, **muon)),
+        "optim.Muon(foreach=False)": ("muon", optim.Muon(matrices(), foreach=False, **muon)),
+    }
+    refs = {"adamw": "torch.optim.AdamW(foreach=True)", "muon": "torch.optim.Muon"}
+    return {name: (block, refs[block], opt.step) for name, (block, opt) in made.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--steps", type=int, default=1, help="optimizer steps per timing")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--clock", choices=("wall", "process"), default="wall",
+                    help="wall: perf_counter; process: CPU time of this process (CPU only)")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.clock == "process" and device.type == "cuda":
+        ap.error("--clock process measures CPU time: use it on CPU only")
+    clock = time.process_time if args.clock == "process" else time.perf_counter
+
+    shapes = llama_shapes(args.d_model, args.layers, args.vocab)
+    gen = torch.Generator(device=device).manual_seed(1)
+    grads = {n: torch.randn(s, device=device, generator=gen) for n, s in shapes.items()}
+    hidden = [s for n, s in shapes.items() if n.split(".")[-1] in HIDDEN]
+    covers = {
+        "adamw": f"all {len(shapes)} tensors, {sum(math.prod(s) for s in shapes.values()) / 1e6:.2f}M",
+        "muon": f"{len(hidden)} hidden matrices, {sum(math.prod(s) for s in hidden) / 1e6:.2f}M",
+    }
+    rows = _optimizers(shapes, grads, device)
+    t = _time({name: fn for name, (_, _, fn) in rows.items()}, args.reps, args.steps, device, clock)
+
+    print(f"device {device} ({torch.get_num_threads()} CPU threads), Llama-style decoder d_model {args.d_model}, "
+          f"{args.layers} layers, vocab {args.vocab}; fp32 params; median of {args.reps} reps x {args.steps} "
+          f"steps, {args.clock} clock")
+    print("Muon rows: hidden matrices only on both sides (torch.optim.Muon takes nothing else); "
+          "Newton-Schulz in bf16, 5 steps")
+    print(f"{'optimizer':<34} {'covers':<32} {'ms/step':>9} {'vs torch':>9}")
+    for name, (block, ref, _) in rows.items():
+        print(f"{name:<34} {covers[block]:<32} {1e3 * t[name]:9.2f} {t[name] / t[ref]:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
