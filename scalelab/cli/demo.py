@@ -118,6 +118,16 @@ def _x(v: float) -> str:
     return "inf" if math.isinf(v) else f"x{v:.2f}"
 
 
+def _monotone(sub) -> str:
+    """Whether the best loss falls with every step in N; else each rise, by how much, against
+    the best loss at any smaller N (so a reader can weigh it against the seed scatter)."""
+    ns, losses = sub["N"].to_list(), sub["loss"].to_list()
+    rises = [f"+{v - min(losses[:i]):.4f} at {int(n):,}" for i, (n, v) in enumerate(zip(ns, losses))
+             if i and v >= min(losses[:i])]
+    return "falls monotonically in N" if not rises else \
+        "does NOT fall monotonically in N: " + ", ".join(rises) + " above the best at a smaller N"
+
+
 def _summary(res, path: Path, echo) -> None:
     import polars as pl
 
@@ -127,8 +137,7 @@ def _summary(res, path: Path, echo) -> None:
     best = res.best_per_n.filter(~pl.col("recipe").str.starts_with("ensemble"))
     for (recipe,), sub in best.group_by("recipe", maintain_order=True):
         cells = ", ".join(f"{int(n):,}: {v:.4f}" for n, v in zip(sub["N"], sub["loss"]))
-        mono = bool((sub.sort("N")["loss"].diff().drop_nulls() < 0).all())
-        echo(f"  {recipe:<12} {cells}  ({'falls' if mono else 'does NOT fall'} monotonically in N)")
+        echo(f"  {recipe:<12} {cells}  ({_monotone(sub.sort('N'))})")
     echo("\nFitted laws (L = A/x^B + C, x in millions of parameters / tokens, or K; Kim et al. 2025):")
     laws = {f"{k} vs N": v for k, v in res.fits.items()}
     laws.update({f"ensemble of N={n:,} vs K": f for n, f in res.k_fits.items()})

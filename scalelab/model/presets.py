@@ -43,6 +43,18 @@ PRESETS: dict[str, ModelShape] = {
     "cpu-1m": _shape(128, 5, 4, 4, 336),  # 1,039,744
     "cpu-2m": _shape(160, 6, 5, 5, 432),  # 1,942,560
     "cpu-5m": _shape(256, 6, 8, 8, 688),  # 4,877,568
+    # The CPU twin's ladder (sweeps/tiny_infinite_compute.yaml, docs/calibration.md y1-y2):
+    # one shape family, 2 layers and 2 heads, only the width grows (8..96; d_ff ~ 8/3 d
+    # rounded to 4), so no size is a favoured shape of its own (the cpu-* ladder's mixed
+    # depths and head counts left per-size residuals of ~0.02 nats in the twin's fits).
+    "twin-5.6k": _shape(8, 2, 2, 2, 20),  # 5,608
+    "twin-10k": _shape(12, 2, 2, 2, 32),  # 9,660
+    "twin-15k": _shape(16, 2, 2, 2, 44),  # 14,544
+    "twin-26k": _shape(24, 2, 2, 2, 64),  # 26,232 (= cpu-25k)
+    "twin-41k": _shape(32, 2, 2, 2, 84),  # 40,864
+    "twin-80k": _shape(48, 2, 2, 2, 128),  # 80,112
+    "twin-132k": _shape(64, 2, 2, 2, 172),  # 131,904
+    "twin-271k": _shape(96, 2, 2, 2, 256),  # 270,816
     # Kim et al. 2025 (arXiv 2509.14786): hidden, layers, heads, KV heads, intermediate.
     "150M": _shape(512, 6, 8, 8, 1792),
     "300M": _shape(768, 12, 12, 12, 2688),

@@ -66,7 +66,7 @@ def test_kim_exact_totals():
 CPU_TOLERANCE = 0.08  # the ladder's totals at vocab 256 are within 8% of the names
 
 
-@pytest.mark.parametrize("name", [n for n in PRESETS if n.startswith("cpu-")])
+@pytest.mark.parametrize("name", [n for n in PRESETS if n.startswith(("cpu-", "twin-"))])
 def test_cpu_ladder_lands_near_its_names(name):
     target = float(name.split("-")[1].replace("k", "e3").replace("m", "e6"))
     total = param_counts(PRESETS[name], 256).total
