@@ -3,6 +3,12 @@
 - ``sweep SPEC [--dry-run] [--executor E] [--root DIR]``: plan, then launch what needs
   launching (idempotent). On Slurm it returns once the arrays are queued; locally it
   runs the sweep with a progress bar. Exit 1 when a run it waited on FAILED.
+  ``--dry-run`` prints the plan and launches nothing: one row per (block, model size)
+  (``scalelab.sweep.render.render_overview``); ``--runs`` one row per run, paged on a
+  terminal; ``--format csv|json|parquet`` the per-run plan table (scalar columns) on
+  stdout or, with ``-o FILE``, in FILE (parquet needs ``-o``; the format defaults to
+  FILE's suffix). json is one object per run: ``pl.read_json(f, infer_schema_length=None)``
+  reads it back.
 - ``status SWEEP``: the grid of run states (SWEEP: a sweep directory or its spec file).
 - ``retry SWEEP [--failed] [--preempted]``: relaunch only failed/cancelled and/or
   preempted/timed-out runs (neither flag: both).
@@ -11,16 +17,24 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from scalelab.cli.app import app
-from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError
+from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
 _EXECUTOR_HELP = "auto | slurm | local | debug (default: the spec's launcher.executor)."
 _TARGET_HELP = "module:function trained instead of scalelab.train:train (tests)."
+_FORMATS = ("table", "csv", "json", "parquet")
+_FORMAT_HELP = ("With --dry-run: table (default) | csv | json | parquet: the per-run plan "
+                "table; parquet needs -o.")
+_OUTPUT_HELP = "With --dry-run: write the plan to FILE (format: --format, else FILE's suffix)."
+_RUNS_HELP = "With --dry-run: one row per run instead of per block and size (paged on a terminal)."
 
 
 def _console() -> Console:
@@ -59,6 +73,9 @@ def _report(console: Console, report, waited: bool) -> int:
 def sweep_cmd(
     spec: Path = typer.Argument(..., help="Sweep spec YAML."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and what would launch; change nothing."),
+    runs: bool = typer.Option(False, "--runs", help=_RUNS_HELP),
+    fmt: str | None = typer.Option(None, "--format", help=_FORMAT_HELP),
+    output: Path | None = typer.Option(None, "-o", "--output", help=_OUTPUT_HELP),
     executor: str | None = typer.Option(None, "--executor", help=_EXECUTOR_HELP),
     root: Path | None = typer.Option(None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
     wait: bool = typer.Option(False, "--wait", help="On Slurm, block until the jobs end."),
@@ -72,14 +89,26 @@ def sweep_cmd(
     from scalelab.sweep.spec import load_spec
 
     check_executor(executor)
+    fmt = _plan_format(fmt, output, dry_run=dry_run, runs=runs)
     loaded = load_spec(spec)
     plan = expand(loaded, datasets=dataset_facts(loaded))
     sweep_dir = sweep_dir_for(loaded.name, root=root, launcher_root=loaded.launcher.root)
     console = _console()
     if dry_run:
-        from scalelab.sweep.render import render_plan
+        if fmt != "table":
+            return _export_plan(console, plan.table, fmt, output)
+        from scalelab.sweep.render import render_overview, render_plan
 
-        console.print(render_plan(plan, decide(plan, sweep_dir)))
+        decisions = decide(plan, sweep_dir)
+        view = (render_plan(plan, decisions, max_rows=None) if runs
+                else render_overview(plan, decisions))
+        if output is not None:
+            _write(output, _plain_text(view, _natural_width(view)))
+            console.print(f"wrote {output}: the plan of {len(plan)} runs")
+        elif runs:
+            _page(console, view)
+        else:
+            console.print(view)
         return EXIT_OK
     sweep_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(sweep_dir / "spec.yaml", loaded.text or Path(spec).read_text())
@@ -89,6 +118,88 @@ def sweep_cmd(
     launch = execute_staged if has_students(plan) else execute  # teachers -> text -> students
     report = launch(plan, sweep_dir, loaded.launcher, wait=wait, executor=executor, **kwargs)
     return _report(console, report, waited=wait or not report.handles or bool(report.results))
+
+
+def _plan_format(fmt: str | None, output: Path | None, *, dry_run: bool, runs: bool) -> str:
+    """The plan's output format: ``fmt``, else ``output``'s suffix, else 'table'. Bad
+    combinations are a UserError (exit 2) before any planning."""
+    if not dry_run and (runs or fmt is not None or output is not None):
+        raise UserError("--runs, --format and --output show the plan: add --dry-run")
+    if fmt is None:
+        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+        fmt = suffix if suffix in _FORMATS else "table"
+    fmt = fmt.lower()
+    if fmt not in _FORMATS:
+        raise UserError(f"--format {fmt}: expected one of {', '.join(_FORMATS)}"
+                        f"{did_you_mean(fmt, _FORMATS)}")
+    if fmt == "parquet" and output is None:
+        raise UserError("--format parquet is binary: write it to a file with -o FILE")
+    return fmt
+
+
+def _export_plan(console: Console, table: Any, fmt: str, output: Path | None) -> int:
+    """The per-run plan table (its scalar columns) as csv, json or parquet, to ``output``
+    or stdout."""
+    from scalelab.sweep.plan_view import scalar_table
+
+    frame = scalar_table(table)
+    if fmt == "parquet":
+        _write(output, frame)
+    else:
+        text = frame.write_csv() if fmt == "csv" else frame.write_json() + "\n"
+        if output is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return EXIT_OK
+        _write(output, text)
+    console.print(f"wrote {output}: {frame.height} runs x {frame.width} columns ({fmt})")
+    return EXIT_OK
+
+
+def _write(path: Path, content: Any) -> None:
+    """Text, or a polars frame as parquet, to ``path`` atomically; a path that cannot be
+    written is a UserError."""
+    from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
+
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; give a file name with -o")
+    if not path.parent.is_dir():
+        raise UserError(f"{path}: no such directory {path.parent}")
+    try:
+        if isinstance(content, str):
+            write_text_atomic(path, content)
+        else:
+            write_parquet_atomic(path, content)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
+def _natural_width(view: Any) -> int:
+    """The width ``view`` takes when nothing is crushed or wrapped."""
+    return Console(width=100_000).measure(view).maximum
+
+
+def _plain_text(view: Any, width: int) -> str:
+    """``view`` rendered as plain text (no colour) at ``width`` columns."""
+    import io
+
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False,
+                      soft_wrap=True)
+    console.print(view)
+    return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
+
+
+def _page(console: Console, view: Any) -> None:
+    """``view`` at its natural width (never crushed): through the pager on a terminal
+    (``less -FRSX`` unless $LESS says otherwise: long lines scroll sideways), else printed."""
+    wide = Console(file=console.file, width=max(console.width, _natural_width(view)),
+                   highlight=False, soft_wrap=True)
+    if not wide.is_terminal:
+        wide.print(view)
+        return
+    os.environ.setdefault("LESS", "-FRSX")
+    with wide.pager(styles=True):
+        wide.print(view)
 
 
 @app.command("status")

@@ -1,8 +1,10 @@
 """``scalelab status SWEEP``: the sweep as a grid of state glyphs.
 
 Rows are model size N, columns are unique tokens D (or epochs when D does not vary),
-and one panel per combination of the other axes (optimizer, lr, wd, ...). A cell holds
-one glyph per run (seeds, members): green check = COMPLETED, blue arrow = RUNNING, and so
+and one panel per combination of the other axes (optimizer, lr, wd, ...). A sweep with
+blocks (``scalelab.sweep.blocks``) gets one grid per block, laid out from that block's
+runs alone: an axis the block does not vary is never a panel or a column of its grid.
+A cell holds one glyph per run (seeds, members): green check = COMPLETED, blue arrow = RUNNING, and so
 on (``GLYPHS``). States come from ``observe``: status.json, claims and ONE scheduler
 poll for the whole sweep. A run with a corrupt record file (junk or truncated parquet), or
 one an earlier attempt set aside, gets a red ``!`` beside its glyph, and a line under the
@@ -22,6 +24,7 @@ from rich.text import Text
 
 from scalelab.sweep.launch import read_plan
 from scalelab.sweep.observe import observe
+from scalelab.sweep.plan_view import BLOCK
 from scalelab.train.records_check import check_records
 
 __all__ = ["GLYPHS", "RECORDS_MARK", "grid_axes", "render_status", "summary", "sweep_states"]
@@ -95,6 +98,8 @@ def grid_axes(frame: pl.DataFrame) -> tuple[str | None, str | None, list[str]]:
 
 
 def _fmt(value) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, float):
         return f"{value:.3g}"
     if isinstance(value, int) and abs(value) >= 10_000:
@@ -121,8 +126,26 @@ def _sort_key(values: tuple) -> tuple:
 
 
 def render_status(frame: pl.DataFrame, title: str = "") -> Group:
-    """The grid: one table, a section per facet (the other axes' values, first columns),
-    rows N, columns D/epochs; a cell holds one glyph per run (seeds, members)."""
+    """The summary line, the grid (one per block, in plan order, when the sweep has
+    blocks), the legend and the corrupt-record notes."""
+    if BLOCK in frame.columns:
+        grids: list[Text | Table] = []
+        for part in frame.partition_by(BLOCK, maintain_order=True):
+            runs = f"{part.height} run" + "s" * (part.height != 1)
+            grids += [Text(f"block {part[BLOCK][0] or '-'}: {runs}", style="bold"),
+                      _grid(part.drop(BLOCK))]
+    else:
+        grids = [_grid(frame)]
+    legend = Text("  ".join(f"{g} {s.lower() if s else 'not started'}" for s, (g, _) in GLYPHS.items()),
+                  style="dim")
+    legend.append(f"  {RECORDS_MARK[0]} corrupt record file (below)", style="dim")
+    return Group(summary(frame, title), *grids, legend, *_record_notes(frame))
+
+
+def _grid(frame: pl.DataFrame) -> Table:
+    """One table, a section per facet (the other axes' values, first columns), rows N,
+    columns D/epochs; a cell holds one glyph per run (seeds, members). Only axes that
+    vary within ``frame`` appear."""
     row, col, facets = grid_axes(frame)
     rows = sorted(frame[row].unique().to_list(), key=lambda v: _sort_key((v,))) if row else [None]
     cols = sorted(frame[col].unique().to_list(), key=lambda v: _sort_key((v,))) if col else [None]
@@ -146,10 +169,7 @@ def render_status(frame: pl.DataFrame, title: str = "") -> Group:
             label = [_fmt(v) if j == 0 else "" for v in key]
             table.add_row(*label, _fmt(r) if r is not None else "",
                           *(_cell(cells.get((key, r, c), [])) for c in cols))
-    legend = Text("  ".join(f"{g} {s.lower() if s else 'not started'}" for s, (g, _) in GLYPHS.items()),
-                  style="dim")
-    legend.append(f"  {RECORDS_MARK[0]} corrupt record file (below)", style="dim")
-    return Group(summary(frame, title), table, legend, *_record_notes(frame))
+    return table
 
 
 def _record_notes(frame: pl.DataFrame) -> list[Text]:

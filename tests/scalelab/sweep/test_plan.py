@@ -74,7 +74,7 @@ def test_dry_run_prints_the_plan(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setenv("COLUMNS", "250")
     with pytest.raises(SystemExit) as code:
-        main(["sweep", str(SWEEPS / "200M_tokens.yaml"), "--dry-run", "--root", str(tmp_path)])
+        main(["sweep", str(SWEEPS / "200M_tokens.yaml"), "--dry-run", "--runs", "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert code.value.code == 0
     spec = load_spec(SWEEPS / "200M_tokens.yaml")

@@ -303,7 +303,7 @@ def test_dry_run_shows_resources_per_group(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "res.yaml"
     spec.write_text(_text(TREE))
     monkeypatch.setenv("COLUMNS", "250")
-    assert cli("sweep", str(spec), "--dry-run", "--root", str(tmp_path / "root")) == 0
+    assert cli("sweep", str(spec), "--dry-run", "--runs", "--root", str(tmp_path / "root")) == 0
     out = capsys.readouterr().out
     groups = ("resources (one Slurm job array per line):\n"
               "  1 GPU · 0h15: 2 runs\n  4 GPU · 0h15: 2 runs\n")
