@@ -22,7 +22,9 @@ for _name in _VERB_MODULES:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point. A verb may return an int exit code; bad input is
-    one line on stderr and exit code 2, never a traceback."""
+    one line on stderr and exit code 2, never a traceback. The program is named
+    ``scalelab`` however it was started (``python -m scalelab`` too): in usage lines and
+    in the shell-completion variable ``_SCALELAB_COMPLETE``."""
     import click
     import typer
 
@@ -35,12 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     exits = (click.exceptions.Exit, typer.Exit)
 
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, prog_name="scalelab", standalone_mode=False)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except usage as err:
-        print(f"error: {err.format_message()}", file=sys.stderr)
+        if message := err.format_message():  # empty: no arguments, the help was printed
+            print(f"error: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except aborts:
         sys.exit(1)

@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
-from scalelab.cli.app import app
+from scalelab.cli.app import LabTyper, app
 
-data_app = typer.Typer(help="Token datasets: prepare text files, inspect a token directory.")
+data_app = LabTyper(help="Token datasets: prepare text files, inspect a token directory.",
+                    no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 
@@ -36,7 +37,7 @@ def prepare_cmd(
 
 @data_app.command("info")
 def info_cmd(
-    directory: Annotated[str, typer.Argument(help="A token directory, or 'default'.")],
+    directory: Annotated[str, typer.Argument(metavar="DIR", help="A token directory, or 'default'.")],
     verify: Annotated[bool, typer.Option(help="Re-hash tokens.bin against the header.")] = False,
 ) -> None:
     """Print a token directory's header (DIR 'default' builds the embedded corpus)."""

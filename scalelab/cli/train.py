@@ -28,7 +28,9 @@ EXIT_CODES = {
 @app.command("train")
 def train_cmd(
     config: Path = typer.Argument(..., help="Run YAML (a RunConfig tree) or a run dir's config.yaml."),
-    overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides, e.g. optim.lr=1e-3"),
+    overrides: list[str] = typer.Argument(
+        None, metavar="KEY=VALUE", help="dotted.key=value overrides, e.g. optim.lr=1e-3"
+    ),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default <root>/<name>-<hash8>)."),
     root: Path | None = typer.Option(None, "--root", help="Parent of the default run directory (default $SCALELAB_ROOT or ./runs)."),
 ) -> int:

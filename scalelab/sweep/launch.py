@@ -6,6 +6,8 @@ launches with an atomic per-run claim (``scalelab.sweep.lock``), re-reads the ru
 status under the claim (a concurrent launch may have finished it meanwhile), and hands
 the claimed runs to a backend. Two launches of one sweep at the same time therefore
 execute each run exactly once, and a relaunch after everything finished submits nothing.
+With ``executor: auto``, every launch says on stderr which backend it chose and why
+(``backends.ExecutorChoice.line``), and so when a CPU-only sweep goes to Slurm.
 Each run goes out with its own launcher (``Plan.launchers``, recorded as
 ``<run>/launcher.yaml`` for ``retry``); runs whose launchers submit differently are
 handed to the backend as separate groups, i.e. separate job arrays on Slurm
@@ -21,6 +23,7 @@ Launch rules (a plain ``scalelab sweep``):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,7 +35,7 @@ from scalelab import strict
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
 from scalelab.store.status import State, read_status, update_status
-from scalelab.sweep.backends import Backend, Handle, Hooks, make_backend
+from scalelab.sweep.backends import Backend, Handle, Hooks, backend_for, choose_executor
 from scalelab.sweep.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.lock import Claim, refresh, release, try_claim
 from scalelab.sweep.observe import RunView, observe
@@ -44,6 +47,7 @@ __all__ = [
     "PLAN_FILE",
     "DiskPlan",
     "LaunchReport",
+    "cpu_only",
     "decide",
     "execute",
     "plan_from_disk",
@@ -202,7 +206,7 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
     configs = list(plan.configs)
     launchers = launchers_of(plan, launcher)
     write_plan(table, sweep_dir)
-    backend = backend or make_backend(launcher, sweep_dir, executor, progress=progress)
+    backend = backend or _chosen_backend(launcher, sweep_dir, executor, configs, progress=progress)
     views = _persist_verdicts(observe(sweep_dir / d for d in table["run_dir"]))
     decisions = decide(table, sweep_dir, retry_failed=retry_failed,
                        retry_preempted=retry_preempted, views=views)
@@ -255,6 +259,22 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
         return report
     report.results = backend.wait(report.handles, _ClaimHooks(claims))
     return report
+
+
+def _chosen_backend(launcher: Any, sweep_dir: Path, executor: str | None, configs: Sequence[Any], *,
+                    progress: bool) -> Backend:
+    """The backend for ``executor`` (else ``launcher.executor``); when ``auto`` chose it,
+    one line on stderr says which and why (and when a CPU-only sweep goes to Slurm)."""
+    choice = choose_executor(executor or launcher.executor)
+    line = choice.line(cpu_only=cpu_only(configs))
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    return backend_for(choice, launcher, sweep_dir, progress=progress)
+
+
+def cpu_only(configs: Sequence[Any]) -> bool:
+    """Whether every run (a ``RunConfig``) trains with ``train.device: cpu`` (False for none)."""
+    return bool(configs) and all(str(c.train.device).lower() == "cpu" for c in configs)
 
 
 def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> list[Handle]:

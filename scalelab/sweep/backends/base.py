@@ -39,11 +39,12 @@ class Handle:
 
 
 class SubmitError(UserError):
-    """The scheduler refused a submission (bad partition, account, limits...): one line,
-    exit 2. ``handles`` are the jobs that were queued before the refusal."""
+    """The scheduler refused a submission (bad partition, account, limits...), or this
+    machine cannot submit (a Slurm client missing): one line, exit 2. ``handles`` are the
+    jobs that were queued before the failure; ``key``: what to fix (None: the machine)."""
 
-    def __init__(self, message: str, handles: list[Handle]) -> None:
-        super().__init__(message, key="launcher")
+    def __init__(self, message: str, handles: list[Handle], *, key: str | None = "launcher") -> None:
+        super().__init__(message, key=key)
         self.handles = handles
 
 

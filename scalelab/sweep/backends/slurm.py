@@ -13,6 +13,9 @@
   at the first submit), which jobs import first through ``PYTHONPATH``.
 - ``poll``: one ``squeue`` over all job ids (the controller's view of live jobs), then
   one ``sacct`` for the ids squeue no longer lists (their final state). Never per job.
+- Errors: a missing Slurm client (``sbatch``, ``srun``: submitit needs both), a refused
+  submission or another submitit failure is one line that says what to do (a
+  ``SubmitError``: exit 2), never a submitit traceback (``slurm_error``).
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from submitit.core.utils import FailedJobError
+from submitit.core.utils import FailedJobError, FailedSubmissionError
 
 from scalelab.store.status import read_status
 from scalelab.sweep.backends.base import ALIVE_STATES, Backend, Handle, Hooks, SubmitError, job_env
@@ -38,13 +41,18 @@ from scalelab.sweep.snapshot import snapshot_code
 
 __all__ = [
     "DEFAULT_MAX_ARRAY_SIZE",
+    "ELSEWHERE",
     "SlurmBackend",
     "alive",
     "cluster_answers",
     "max_array_size",
+    "missing_client",
+    "probe_cluster",
     "render_sbatch",
+    "require_clients",
     "sbatch_parameters",
     "scheduler_states",
+    "slurm_error",
 ]
 
 DEFAULT_MAX_ARRAY_SIZE = 1000
@@ -65,9 +73,79 @@ def _run(argv: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+ELSEWHERE = "run on a Slurm login node or use --executor local"
+"""What to do when this machine cannot submit to Slurm."""
+
+_CLIENTS = ("sbatch", "srun")
+"""The Slurm clients submitit needs on the submitting machine (it refuses to start without srun)."""
+
+
+def missing_client() -> str | None:
+    """The first of ``sbatch``, ``srun`` that is not on PATH (None: both are)."""
+    return next((name for name in _CLIENTS if shutil.which(name) is None), None)
+
+
+def require_clients() -> None:
+    """A one-line ``SubmitError`` unless ``sbatch`` and ``srun`` are on PATH."""
+    if missing := missing_client():
+        raise SubmitError(f"slurm: `{missing}` not found on PATH; {ELSEWHERE}", [], key=None)
+
+
+def probe_cluster() -> tuple[bool, str]:
+    """Whether this machine can submit to Slurm, and why: ``sbatch`` and ``srun`` on PATH
+    and a controller that answers ``sinfo``. The reason reads after "slurm" or "local"."""
+    missing = missing_client()
+    sbatch = shutil.which("sbatch")
+    if missing == "sbatch":
+        return False, "no `sbatch` on PATH"
+    if missing:
+        return False, f"`sbatch` at {sbatch} but no `{missing}` on PATH"
+    if _run(["sinfo", "-h", "-o", "%a"]) is None:
+        return False, f"`sbatch` at {sbatch} but no Slurm controller answers `sinfo`"
+    return True, f"`sbatch` found at {sbatch}"
+
+
 def cluster_answers() -> bool:
-    """``sbatch`` is on PATH and a controller answers ``sinfo``."""
-    return shutil.which("sbatch") is not None and _run(["sinfo", "-h", "-o", "%a"]) is not None
+    """``sbatch`` and ``srun`` are on PATH and a controller answers ``sinfo``."""
+    return probe_cluster()[0]
+
+
+def slurm_error(err: BaseException, n_runs: int, handles: Sequence[Handle] = ()) -> SubmitError | None:
+    """A submitit/Slurm failure while submitting ``n_runs`` runs (``handles``: queued
+    before it) as a one-line error that says what to do; None when ``err`` is none of
+    those (a bug: let it raise)."""
+    first = _first_line(err)
+    if isinstance(err, FailedJobError):
+        return SubmitError(f"sbatch refused {n_runs} run(s): {first}", list(handles))
+    if isinstance(err, FailedSubmissionError):
+        message = (f"slurm: sbatch answered without a job id ({first}); check that `sbatch` "
+                   f"on PATH is Slurm's, or use --executor local")
+    elif isinstance(err, FileNotFoundError) and err.filename in _CLIENTS:
+        message = f"slurm: `{err.filename}` not found on PATH; {ELSEWHERE}"
+    elif isinstance(err, RuntimeError) and "srun" in first:  # 'Could not detect "srun"'
+        message = f"slurm: `srun` not found on PATH; {ELSEWHERE}"
+    elif isinstance(err, OSError):
+        message = f"slurm: could not submit ({first}); check that the sweep directory is writable"
+    else:
+        return None
+    return SubmitError(message, list(handles), key=None)
+
+
+def _first_line(err: BaseException) -> str:
+    """The first non-blank line of an error's message (submitit's run to many lines)."""
+    return next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "no reason given")
+
+
+@contextlib.contextmanager
+def _one_line_errors(n_runs: int, handles: Sequence[Handle] = ()) -> Iterator[None]:
+    """Raise submitit's failures inside the block as ``slurm_error``'s one-line errors."""
+    try:
+        yield
+    except Exception as err:
+        one_line = slurm_error(err, n_runs, handles)
+        if one_line is None:
+            raise
+        raise one_line from None
 
 
 def max_array_size() -> int | None:
@@ -196,18 +274,27 @@ class SlurmBackend(Backend):
         return max(1, int(launcher.max_array_size or self._cluster_max))
 
     def executor(self, launcher: Any = None):
+        """A submitit ``SlurmExecutor`` for ``launcher``'s jobs; a one-line ``SubmitError``
+        when a Slurm client is missing or submitit refuses the parameters."""
         import submitit
 
+        require_clients()
         launcher = launcher or self.launcher
-        ex = submitit.SlurmExecutor(folder=self.sweep_dir / "jobs" / "%j", python=shlex.quote(self.python))
-        ex.update_parameters(**sbatch_parameters(
-            launcher, job_name=f"scalelab-{self.sweep_dir.name}", setup=_setup_lines(launcher, self.code_dir)))
+        with _one_line_errors(0):
+            ex = submitit.SlurmExecutor(folder=self.sweep_dir / "jobs" / "%j", python=shlex.quote(self.python))
+        try:
+            ex.update_parameters(**sbatch_parameters(
+                launcher, job_name=f"scalelab-{self.sweep_dir.name}", setup=_setup_lines(launcher, self.code_dir)))
+        except ValueError as err:  # submitit's check of the sbatch parameters
+            raise SubmitError(f"submitit refused the sbatch parameters ({_first_line(err)}); fix the spec's "
+                              f"launcher section", []) from None
         return ex
 
     def submit(self, jobs: Sequence[JobSpec], launcher: Any = None) -> list[Handle]:
         if not jobs:
             return []
         launcher = launcher or self.launcher
+        require_clients()  # before the code snapshot
         if self.snapshot and self.code_dir is None:
             self.code_dir = snapshot_code(self.sweep_dir / "code")
         ex = self.executor(launcher)
@@ -219,12 +306,9 @@ class SlurmBackend(Backend):
                 time.sleep(self.throttle_s)  # throttled submission: one array per pause
             self._arrays += 1
             chunk = list(jobs[start:start + size])
-            try:
-                with contextlib.redirect_stderr(io.StringIO()), ex.batch():  # submitit echoes sbatch's stderr
-                    submitted = [ex.submit(fn, spec) for spec in chunk]
-            except FailedJobError as err:
-                why = next((line for line in str(err).splitlines() if line.strip()), "no reason given")
-                raise SubmitError(f"sbatch refused {len(chunk)} run(s): {why.strip()}", handles) from None
+            with _one_line_errors(len(chunk), handles), contextlib.redirect_stderr(io.StringIO()), \
+                    ex.batch():  # submitit echoes sbatch's stderr
+                submitted = [ex.submit(fn, spec) for spec in chunk]
             handles += [Handle(s.run_id, s.run_dir, str(j.job_id), self.name)
                         for s, j in zip(chunk, submitted)]
         return handles
