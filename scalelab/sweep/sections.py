@@ -19,7 +19,8 @@ class LauncherConfig:
     """Where and how runs execute. Operational: never part of a run id."""
 
     executor: Literal["auto", "slurm", "local", "debug"] = "auto"
-    """'auto' = slurm when ``sbatch`` is on PATH, else local; 'debug' = in-process.
+    """'auto' = slurm when ``sbatch`` and ``srun`` are on PATH and a controller answers
+    ``sinfo``, else local (every launch prints the choice and why); 'debug' = in-process.
     Sweep-wide: top-level launcher only."""
     partition: str | None = None
     """Slurm partition (``--partition``)."""
