@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from _clock import add_clock_args, device_and_clock
 
 from optim.coefficients import resolve
 from optim.newton_schulz import newton_schulz
@@ -80,17 +80,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--dtype", default=None, help="NS dtype (default: bfloat16 on CUDA, float32 on CPU)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--clock", choices=("wall", "process"), default="wall",
-                    help="wall: perf_counter; process: CPU time of this process (CPU only)")
+    add_clock_args(ap)
     args = ap.parse_args()
-    device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.clock == "process" and device.type == "cuda":
-        ap.error("--clock process measures CPU time: use it on CPU only")
-    clock = time.process_time if args.clock == "process" else time.perf_counter
+    device, clock = device_and_clock(ap, args)
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
     triples, _ = resolve("jordan", args.steps)
     print(f"device {device} ({torch.get_num_threads()} CPU threads), NS dtype {dtype}, "

@@ -30,10 +30,10 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from _clock import add_clock_args, device_and_clock
 
 import optim
 
@@ -108,17 +108,9 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--steps", type=int, default=1, help="optimizer steps per timing")
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--clock", choices=("wall", "process"), default="wall",
-                    help="wall: perf_counter; process: CPU time of this process (CPU only)")
+    add_clock_args(ap)
     args = ap.parse_args()
-    device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.clock == "process" and device.type == "cuda":
-        ap.error("--clock process measures CPU time: use it on CPU only")
-    clock = time.process_time if args.clock == "process" else time.perf_counter
+    device, clock = device_and_clock(ap, args)
 
     shapes = llama_shapes(args.d_model, args.layers, args.vocab)
     gen = torch.Generator(device=device).manual_seed(1)
