@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ._param_io import local, restore_fp32_state, write_param_
+from ._param_io import advance_steps_, local, params_with_grads, restore_fp32_state, write_param_
 from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles
 from .fused_qkv import split_fused
 from .lmo import (
@@ -222,28 +222,21 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        param_id = 0
-        for group in self.param_groups:
+        for group, live, pids in params_with_grads(self.param_groups):
             lr, beta, rho = group["lr"], float(group["momentum"]), float(group["scale"])
-            live, bufs, pids = [], [], []
-            for p in group["params"]:
-                pid, param_id = param_id, param_id + 1
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                st["step"] += 1
-                d = st["momentum_buffer"]
+            # the steps as ints only for SR, whose key they are (one host read per group)
+            counts = advance_steps_([self.state[p]["step"] for p in live], foreach=False,
+                                    sr=self.stochastic_rounding)
+            bufs = []
+            for p in live:
+                d = self.state[p]["momentum_buffer"]
                 g = p.grad.to(torch.float32)
                 if beta == 0.0:
                     d.copy_(g)
                 else:  # d ← (1 - α)d + αg, α = 1 - β
                     d.mul_(beta).add_(g, alpha=1.0 - beta)
-                live.append(p)
                 bufs.append(d)
-                pids.append(pid)
-            if not live:
-                continue
-            for p, s, pid in zip(live, self._directions(group, bufs), pids):
+            for i, (p, s, pid) in enumerate(zip(live, self._directions(group, bufs), pids)):
                 w = local(p) if p.dtype == torch.float32 else local(p).to(torch.float32)
                 if group["constrained"]:
                     w.mul_(1 - lr)
@@ -252,9 +245,9 @@ class Scion(torch.optim.Optimizer):
                 else:
                     w.add_(s, alpha=-lr * rho)
                 sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16
-                write_param_(  # the step (a host sync) only keys SR's random bits
+                write_param_(
                     p, w, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
-                    step=int(self.state[p]["step"].item()) if sr else 0, param_id=pid,
+                    step=counts[i] if sr else 0, param_id=pid,
                 )  # fmt: skip
         return loss
 
