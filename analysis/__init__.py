@@ -17,7 +17,7 @@ write (matplotlib is imported only there).
 import importlib
 
 # Public name -> defining module. Loaded on first access (PEP 562), so importing a
-# light submodule (e.g. ``analysis._atomic`` from scalelab's store) costs no scipy.
+# light submodule (e.g. ``analysis.atomic`` from scalelab's store) costs no scipy.
 _EXPORTS = {
     "AnalysisInputError": "analysis.errors",
     "BootstrapResult": "analysis.bootstrap",

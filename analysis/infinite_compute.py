@@ -29,17 +29,15 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   of Kim et al.'s Figure 1: ``analysis.recipe_plot``.
 
 Pure polars/numpy/scipy/matplotlib (no torch, no scalelab): reads ``runs.parquet``
-(``scalelab collect``) and the ensemble evals. ``python -m analysis.infinite_compute SWEEP``.
+(``scalelab collect``) and the ensemble evals. ``python -m analysis.infinite_compute_md SWEEP``.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -58,8 +56,8 @@ from analysis.recipes import (
     fit_asymptote,
 )
 
-__all__ = ["MIN_POINTS", "Blocks", "RecipeAnalysis", "analyze", "ensemble_beats_members", "plot_recipes",
-           "reportable", "unidentified", "write_infinite_compute_report"]
+__all__ = ["MIN_POINTS", "Blocks", "RecipeAnalysis", "analyze", "ensemble_beats_members",
+           "reportable", "unidentified"]
 
 MIN_POINTS = 4
 """Points a fit needs before its asymptote (or a multiplier from it) is written: with 3 the
@@ -338,40 +336,3 @@ def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:
                 parts.append(f"K={k}: {'yes' if margin > 0 else 'NO'} ({margin:+.4f})")
         out.append(f"N={int(n):,}: " + ", ".join(parts))
     return out
-
-
-def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
-    """Kim et al. Figure 1 style (``analysis.recipe_plot.plot_recipes``)."""
-    from analysis.recipe_plot import plot_recipes as plot
-
-    return plot(res, title=title)
-
-
-def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
-                                  ref_wd: float = 0.1, loss: str = "final_loss",
-                                  recipes: Mapping[str, Mapping[str, str]] | None = None,
-                                  reference: str | None = None) -> tuple[Path, RecipeAnalysis]:
-    """Read ``runs.parquet`` and ``ensembles/evals.parquet``; write ``infinite_compute.md``
-    and ``recipes.png``/``.svg`` under ``out_dir`` (default ``<sweep>/report``)
-    (``analysis.infinite_compute_md``)."""
-    from analysis.infinite_compute_md import write_infinite_compute_report as write
-
-    return write(sweep_dir, out_dir, ref_wd=ref_wd, loss=loss, recipes=recipes, reference=reference)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m analysis.infinite_compute SWEEP_DIR", file=sys.stderr)
-        return 2
-    try:
-        path, _ = write_infinite_compute_report(args[0])
-    except AnalysisInputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

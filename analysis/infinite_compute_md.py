@@ -6,17 +6,20 @@ is missing. A number is written only where the data back it: an asymptote needs
 ``MIN_POINTS`` points, a finite interval and an identified fit
 (``infinite_compute.reportable``); a data-efficiency multiplier needs its interval.
 ``section_status`` gives the same verdicts as short lines (printed by ``scalelab report``).
+``progress`` (analysis.progress): a ``SectionProgress`` as each step starts (the recipe
+fits, the figure, the markdown) and once the report is written.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
-from analysis._atomic import write_text_atomic
+from analysis.atomic import write_text_atomic
 from analysis.distill_share import share_lines
 from analysis.errors import AnalysisInputError
 from analysis.infinite_compute import (
@@ -26,6 +29,7 @@ from analysis.infinite_compute import (
     ensemble_beats_members,
     reportable,
 )
+from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes import AsymptoteFit
 
 __all__ = ["section_status", "write_infinite_compute_report", "write_missing_report"]
@@ -164,9 +168,11 @@ def write_missing_report(out_dir: str | Path, title: str, why: str) -> Path:
 def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
                                   ref_wd: float = 0.1, loss: str = "final_loss",
                                   recipes: Mapping[str, Mapping[str, str]] | None = None,
-                                  reference: str | None = None) -> tuple[Path, RecipeAnalysis]:
+                                  reference: str | None = None,
+                                  progress: bool | Reporter | None = None) -> tuple[Path, RecipeAnalysis]:
     """Read ``runs.parquet`` and ``ensembles/evals.parquet``; write ``infinite_compute.md``
-    and ``recipes.png``/``.svg`` under ``out_dir`` (default ``<sweep>/report``)."""
+    and ``recipes.png``/``.svg`` under ``out_dir`` (default ``<sweep>/report``).
+    ``progress``: see the module docstring (None: the enclosing ``reporting`` block's)."""
     from analysis.plots import save_figure
     from analysis.recipe_plot import plot_recipes
 
@@ -175,9 +181,38 @@ def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | N
     if not runs_path.is_file():
         raise AnalysisInputError(f"{runs_path} is missing: run `scalelab collect {sweep_dir}` first")
     ens_path = sweep_dir / _ENSEMBLES
-    res = analyze(pl.read_parquet(runs_path), pl.read_parquet(ens_path) if ens_path.is_file() else None,
-                  ref_wd=ref_wd, loss=loss, recipes=recipes, reference=reference)
+    section = Sections(REPORT_FILE, 3, progress_fn(progress))
+    section("recipe fits")
+    try:
+        res = analyze(pl.read_parquet(runs_path), pl.read_parquet(ens_path) if ens_path.is_file() else None,
+                      ref_wd=ref_wd, loss=loss, recipes=recipes, reference=reference)
+    except AnalysisInputError:
+        section.end("not written")  # the error says why
+        raise
     out = Path(out_dir) if out_dir else sweep_dir / "report"
+    section("recipes figure")
     save_figure(plot_recipes(res), out / "recipes")
+    section("markdown")
     md = _markdown(res, f"Infinite-compute recipes: {sweep_dir.name}")
-    return write_text_atomic(out / REPORT_FILE, "\n".join(md) + "\n"), res
+    path = write_text_atomic(out / REPORT_FILE, "\n".join(md) + "\n")
+    section.end()
+    return path, res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m analysis.infinite_compute_md SWEEP_DIR``: write the report, print its path."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m analysis.infinite_compute_md SWEEP_DIR", file=sys.stderr)
+        return 2
+    try:
+        path, _ = write_infinite_compute_report(args[0])
+    except AnalysisInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analysis._atomic import write_atomic
+from analysis.atomic import write_atomic
 from analysis.plot_style import LOSS_LABEL, human, legend_outside, log_x, plt
 
 __all__ = [

@@ -7,6 +7,10 @@ identified, ``analysis.identified``, is named with the reason and no numbers):
   bootstrapped for SEs and CIs, and compared across groups;
 - over the whole table, when D varies: Chinchilla, or the two-stage DataConstrained
   law when some runs repeat data (D > U) and enough single-epoch runs exist.
+
+``progress`` (progress.py): a ``SectionProgress`` as each section starts (one per group,
+the figures, the joint law) and once all are written; the fits and bootstraps report
+to it too.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from analysis._atomic import write_text_atomic
+from analysis.atomic import write_text_atomic
+from analysis.bootstrap import bootstrap_fit
 from analysis.constrained import fit_data_constrained
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit import FitResult, fit_law
@@ -30,6 +35,7 @@ from analysis.plots import (
     plot_residuals,
     save_figure,
 )
+from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes import compare_asymptotes
 from analysis.runs import prepare_runs
 
@@ -75,7 +81,8 @@ def _label(cols: list[str], key: tuple) -> str:
 
 def write_report(runs: pl.DataFrame, out_dir: str | Path, **options) -> Path:
     """Fit, plot and write ``out_dir/report.md`` (figures beside it); returns its path.
-    ``options``: those of ``write_report_status`` (title, loss, bootstrap, seed, workers)."""
+    ``options``: those of ``write_report_status`` (title, loss, bootstrap, seed, workers,
+    progress)."""
     return write_report_status(runs, out_dir, **options)[0]
 
 
@@ -88,10 +95,13 @@ def write_report_status(
     bootstrap: int = 200,
     seed: int = 0,
     workers: int | None = None,
+    progress: bool | Reporter | None = None,
 ) -> tuple[Path, list[str]]:
     """``write_report``, also returning one line per section: what was fitted, or what is
-    missing (the same lines open the report under "Sections")."""
+    missing (the same lines open the report under "Sections"). ``progress``: see the
+    module docstring (None: the enclosing ``progress.reporting`` block's)."""
     out_dir = Path(out_dir)
+    report = progress_fn(progress) or False  # False: the steps below stay silent too
     status: list[str] = []
     table = prepare_runs(runs, loss=loss)
     data = table.data
@@ -112,21 +122,25 @@ def write_report_status(
     asym: dict[str, object] = {}
     group_fits: list[tuple[str, FitResult, object, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
-    for key, sub in sorted(data.group_by(gcols), key=lambda kv: tuple(str(k) for k in kv[0])):
+    groups = sorted(data.group_by(gcols), key=lambda kv: tuple(str(k) for k in kv[0]))
+    section = Sections("report.md", len(groups) + 2, report)  # + the figures, the joint law
+    for key, sub in groups:
         name = _label(gcols, key)
+        section(f"power law in N, {name}")
         if (sizes := sub["N"].n_unique()) < MIN_GROUP_POINTS:
             status.append(f"power law in N, {name}: {sizes} size(s), need >= {MIN_GROUP_POINTS}")
             continue
-        fit = _fit_quiet(fit_law, PowerLaw(x="N"), sub)
+        fit = _fit_quiet(fit_law, PowerLaw(x="N"), sub, progress=report)
         why = why_not_identified(fit.params["alpha"], fit.params["E"], sub["N"], sub["loss"], fit.predict(sub))
         if why:
             status.append(f"power law in N, {name}: not identified: {why}")
             unidentified.append((name, why, sub))
             continue
         status.append(f"power law in N, {name}: fitted on {sizes} sizes")
-        boot = fit.bootstrap(bootstrap, seed=seed, workers=workers) if bootstrap >= 2 else None
+        boot = _bootstrap(fit, bootstrap, seed, workers, report)
         group_fits.append((name, fit, boot, sub))
         asym[name] = (fit, boot) if boot is not None else fit.params["E"]
+    section("power-law figures")
     if group_fits:
         md += ["## Power law in N per group: L = A / N^alpha + E", ""]
         for i, (name, fit, boot, sub) in enumerate(group_fits):
@@ -147,6 +161,7 @@ def write_report_status(
                f"{why}; no parameters or asymptote written.", ""]
 
     # Joint law over (N, D[, U]).
+    section("joint law")
     if data["D"].n_unique() < 2:
         status.append("joint law over (N, D): one value of D, need >= 2")
     elif data.height < MIN_JOINT_RUNS:
@@ -156,18 +171,16 @@ def write_report_status(
         joint = None
         try:
             joint = (
-                _fit_quiet(fit_data_constrained, data)
+                _fit_quiet(fit_data_constrained, data, progress=report)
                 if repeated
-                else _fit_quiet(fit_law, Chinchilla(), data)
+                else _fit_quiet(fit_law, Chinchilla(), data, progress=report)
             )
         except AnalysisInputError as err:
             md += [f"Joint law not fitted: {err}", ""]
             status.append(f"joint law ({'DataConstrained' if repeated else 'Chinchilla'}): not fitted: {err}")
         if joint is not None:
             status.append(f"joint law: {joint.law.name} fitted on {data.height} runs")
-            boot = (
-                joint.bootstrap(bootstrap, seed=seed, workers=workers) if bootstrap >= 2 else None
-            )
+            boot = _bootstrap(joint, bootstrap, seed, workers, report)
             md += [
                 f"## {joint.law.name} over all runs (R^2 = {joint.r2:.4f})",
                 "",
@@ -192,7 +205,14 @@ def write_report_status(
                 md += ["![isoFLOP](isoflop.png)", ""]
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
     md[md.index("{SECTIONS}")] = sections
-    return write_text_atomic(out_dir / "report.md", "\n".join(md) + "\n"), status
+    path = write_text_atomic(out_dir / "report.md", "\n".join(md) + "\n")
+    section.end()
+    return path, status
+
+
+def _bootstrap(fit: FitResult, n: int, seed: int, workers: int | None, report: Reporter | bool):
+    """``n`` resamples of ``fit`` (bootstrap.py), reported to ``report``; None when n < 2."""
+    return bootstrap_fit(fit, n=n, seed=seed, workers=workers, progress=report) if n >= 2 else None
 
 
 def _frame_md(df: pl.DataFrame) -> str:

@@ -1,6 +1,6 @@
 """From a sweep's tidy runs table to the (N, D, U, loss) table the fitter reads.
 
-Input: the table ``scalelab collect`` writes (``scalelab.sweep.collect``: axis columns,
+Input: the table ``scalelab collect`` writes (``scalelab.sweep.view.collect``: axis columns,
 run_id, name, state, N, N_non_embedding, D_unique, D_total, epochs, flops, final_loss,
 best_loss, wall_time_s, ...) or any polars DataFrame that already has N, D, U and loss.
 

@@ -3,6 +3,7 @@
 (``report.md``), both under ``<sweep>/report``, and one status line per section of each
 (what was fitted, or exactly what is missing). Reads ``runs.parquet`` (and
 ``ensembles/evals.parquet``); collecting them is the caller's job (``scalelab report``).
+``progress`` (analysis.progress) hears each report's sections and their fits and bootstraps.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis._atomic import write_text_atomic
+from analysis.atomic import write_text_atomic
 from analysis.errors import AnalysisInputError
 from analysis.infinite_compute_md import (
     section_status,
     write_infinite_compute_report,
     write_missing_report,
 )
+from analysis.progress import Reporter, progress_fn
 from analysis.recipe_rows import find_recipes
 from analysis.report import write_report_status
 
@@ -35,10 +37,13 @@ class SweepReport:
 
 def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", bootstrap: int = 200,
                        seed: int = 0, recipes: Mapping[str, Mapping[str, str]] | None = None,
-                       reference: str | None = None, ref_wd: float = 0.1) -> SweepReport:
+                       reference: str | None = None, ref_wd: float = 0.1,
+                       progress: bool | Reporter | None = None) -> SweepReport:
     """Write both reports of ``sweep_dir``. Bad input (a filter on a column the runs do
     not have, an unknown loss column) raises AnalysisInputError; a section the runs cannot
-    support is written as what is missing."""
+    support is written as what is missing. ``progress``: a callable gets every report's
+    progress events (True: stderr; None: the enclosing ``progress.reporting`` block's)."""
+    report = progress_fn(progress) or False  # False: both reports stay silent too
     sweep_dir = Path(sweep_dir)
     out = sweep_dir / "report"
     runs = pl.read_parquet(sweep_dir / "runs.parquet")
@@ -50,7 +55,8 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     title = f"Infinite-compute recipes: {sweep_dir.name}"
     try:
         path, res = write_infinite_compute_report(sweep_dir, out, ref_wd=ref_wd, loss=loss,
-                                                  recipes=recipes, reference=reference)
+                                                  recipes=recipes, reference=reference,
+                                                  progress=report)
         sections[path] = section_status(res)
     except AnalysisInputError as err:
         if reference is not None and "reference recipe" in str(err):
@@ -58,7 +64,8 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
         sections[write_missing_report(out, title, str(err))] = [f"not written: {err}"]
     try:
         path, status = write_report_status(runs, out, title=f"Scaling-law report: {sweep_dir.name}",
-                                           loss=loss, bootstrap=bootstrap, seed=seed)
+                                           loss=loss, bootstrap=bootstrap, seed=seed,
+                                           progress=report)
         sections[path] = status
     except AnalysisInputError as err:
         path = out / "report.md"

@@ -1,4 +1,4 @@
-"""Small synthetic runs tables in the ``scalelab collect`` schema (``scalelab.sweep.collect``).
+"""Small synthetic runs tables in the ``scalelab collect`` schema (``scalelab.sweep.view.collect``).
 
 For notebooks and tests that must run without a real sweep. ``synthetic_runs``: losses
 from the DataConstrained law at Muennighoff et al.'s published constants

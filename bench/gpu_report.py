@@ -1,10 +1,7 @@
 """The device, its peak FLOP/s, and the report files of ``bench/gpu.py`` (JSON + markdown).
 
-Peak dense bf16 tensor-core FLOP/s per GPU (no 2:4 sparsity), from NVIDIA's datasheets:
-H100 SXM 989.4 TFLOP/s and H100 PCIe 756 TFLOP/s (H100 datasheet, 2023), H200 SXM the same
-989 as H100 SXM (H200 datasheet, 2024: same GH100 compute), A100 312 TFLOP/s (A100
-datasheet, 2020). MFU = achieved model FLOP/s / this peak (Chowdhery et al. 2022, PaLM,
-App. B); a device not in the table gets no MFU.
+The peak dense bf16 FLOP/s per GPU and MFU are the train loop's (``scalelab.train.mfu``,
+with the datasheets cited there): one table; a device not in it gets no MFU.
 """
 
 from __future__ import annotations
@@ -15,26 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scalelab.train.mfu import PEAK_BF16_TFLOPS, peak_tflops
+
 __all__ = [
     "PEAK_BF16_TFLOPS", "device_info", "peak_tflops", "save", "slug", "timestamp", "to_markdown",
 ]
-
-PEAK_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
-    ("H100 PCIe", 756.0),  # checked before the generic H100 (the SXM part)
-    ("H100", 989.0),  # H100 SXM ("NVIDIA H100 80GB HBM3")
-    ("H200", 989.0),
-    ("A100", 312.0),
-)
-"""(substring of ``torch.cuda.get_device_name``, dense bf16 TFLOP/s), first match wins."""
-
-
-def peak_tflops(name: str) -> float | None:
-    """Dense bf16 peak of the device called ``name`` (TFLOP/s), or None when unknown."""
-    for key, value in PEAK_BF16_TFLOPS:
-        if key.lower() in name.lower():
-            return value
-    return None
-
 
 def slug(name: str) -> str:
     """A file-name-safe device name: 'NVIDIA H100 80GB HBM3' -> 'NVIDIA-H100-80GB-HBM3'."""

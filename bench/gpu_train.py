@@ -71,7 +71,7 @@ def run_config(spec: TrainSpec):
 
     from scalelab import strict
     from scalelab.config import load_run_config
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.spec.load import load_spec
 
     base = strict.to_dict(load_spec(RECIPE).base)
     seq = spec.seq_len or base["data"]["seq_len"]

@@ -29,8 +29,8 @@ from pathlib import Path
 import polars as pl
 from rich.console import Console
 
-from scalelab.sweep.collect import collect
-from scalelab.sweep.status import render_status, sweep_states
+from scalelab.sweep.view.collect import collect
+from scalelab.sweep.view.status import render_status, sweep_states
 
 SIZES = [(f"cpu-{n}", n * 1000) for n in (50, 100, 250, 500, 1000)]
 D_UNIQUE = [1_000_000, 2_000_000, 4_000_000, 8_000_000, 16_000_000]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from scalelab.sweep.plan import expand
-from scalelab.sweep.render import render_plan
-from scalelab.sweep.spec import load_spec
+from scalelab.sweep.plan.expand import expand
+from scalelab.sweep.view.render import render_plan
+from scalelab.sweep.spec.load import load_spec
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 

@@ -3,7 +3,7 @@
     scalelab sweep sweeps/sr_precision.yaml
     python bench/sr_lr_sweep.py runs/sr_precision [--markdown]
 
-Reads the sweep's runs (``scalelab.sweep.collect``), averages the final held-out loss over
+Reads the sweep's runs (``scalelab.sweep.view.collect``), averages the final held-out loss over
 seeds per (size, precision, lr), and prints one row per size and precision: the loss at
 every lr of the grid, the best lr and its loss, and the best loss's gap to fp32's own best
 at that size. "Closes the gap" means SR's gap to fp32 as a share of round-to-nearest's:
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from scalelab.sweep.collect import collect
+from scalelab.sweep.view.collect import collect
 
 LABELS = {"fp32": "fp32 AdamW", "bf16-sr": "bf16 SR-AdamW", "bf16-rtn": "bf16 round-to-nearest"}
 

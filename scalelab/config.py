@@ -185,7 +185,8 @@ class TrainConfig:
     eval_batches: int = 8
     """Held-out batches (of batch_size sequences) per eval. Operational."""
     log_every: int = 1
-    """Steps between metrics rows. Operational."""
+    """Steps between metrics rows, progress lines (tokens/s, ETA) and W&B train metrics.
+    Operational."""
     norms_every: int = 50
     """Steps between per-layer norm records (0 = off). Operational."""
     checkpoint_every: int = 100

@@ -1,5 +1,5 @@
 """Print the run-config reference (README §Config reference) from scalelab/config.py, and
-the launcher reference (§Launcher reference) from scalelab/sweep/sections.py.
+the launcher reference (§Launcher reference) from scalelab/sweep/spec/sections.py.
 
 Each field's documentation is the string literal right under its declaration, so the
 references are generated from the code and cannot drift: tests/test_readme.py checks that
@@ -26,7 +26,7 @@ SECTIONS = {
     "DistillConfig": "distill.",
 }
 LAUNCHER = ("<!-- launcher-reference:begin -->", "<!-- launcher-reference:end -->",
-            "scalelab/sweep/sections.py", {"LauncherConfig": "launcher."})
+            "scalelab/sweep/spec/sections.py", {"LauncherConfig": "launcher."})
 """Markers, source file and class of the launcher reference."""
 
 

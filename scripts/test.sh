@@ -4,9 +4,9 @@
 # Slurm end-to-end tests; without it those tests skip with a reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# the test extras only (pytest, hypothesis, jupytext, tokenizers) plus triton for the
-# interpreter kernel tests: wandb and the dev tools are not needed to test.
-SCALELAB_EXTRAS=${SCALELAB_EXTRAS-test,triton} bash scripts/install.sh
+# the test extras (pytest, hypothesis, jupytext, tokenizers) plus triton for the
+# interpreter kernel tests and wandb for the offline W&B tests; not the dev tools.
+SCALELAB_EXTRAS=${SCALELAB_EXTRAS-test,triton,wandb} bash scripts/install.sh
 if [ "$(id -u)" = 0 ] && [ -f scripts/local_slurm.sh ] && [ "${SCALELAB_NO_SLURM:-0}" != 1 ]; then
   LOCAL_SLURM_CPUS=${LOCAL_SLURM_CPUS:-4} bash scripts/local_slurm.sh start \
     || echo "WARNING: the local Slurm did not start (see above); the Slurm tests will skip" >&2

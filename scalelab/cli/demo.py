@@ -35,14 +35,15 @@ def sweeps_dir() -> Path:
 
 def run_demo(spec_path: Path, root: Path, *, executor: str | None = None, echo=print) -> tuple[int, Path | None]:
     """Sweep -> ensembles -> collect -> recipes report. Returns (exit code, report path)."""
-    from analysis.infinite_compute import write_infinite_compute_report
+    from analysis.infinite_compute_md import write_infinite_compute_report
     from scalelab.distill.stages import execute_staged, has_students
     from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
     from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.collect import collect
-    from scalelab.sweep.launch import execute, sweep_dir_for
-    from scalelab.sweep.plan import dataset_facts, expand
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.view.collect import collect
+    from scalelab.sweep.run.launch import execute, sweep_dir_for
+    from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.spec.load import load_spec
 
     t0 = time.perf_counter()
     spec = load_spec(spec_path)

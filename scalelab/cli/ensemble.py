@@ -18,7 +18,7 @@ def sweep_dir_of(sweep: str, root: str | None = None) -> Path:
     if path.suffix in (".yaml", ".yml") and path.is_file():
         import os
 
-        from scalelab.sweep.spec import load_spec
+        from scalelab.sweep.spec.load import load_spec
 
         spec = load_spec(path)
         base = root or os.environ.get("SCALELAB_ROOT") or getattr(spec.launcher, "root", None) or "runs"

@@ -15,7 +15,7 @@ def explain_cmd(
     b: Path = typer.Argument(..., help="Run directory or config YAML."),
 ) -> int:
     """Name the identity fields that differ between two runs (and the operational ones)."""
-    from scalelab.sweep.explain import explain
+    from scalelab.sweep.view.explain import explain
 
     for line in explain(a, b).lines():
         typer.echo(line)

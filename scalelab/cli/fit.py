@@ -5,22 +5,31 @@ Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absen
 is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
 ``analysis.grouped.fit_selection`` (--where, --group-by, one fit per group); prints one
 table (``scalelab.cli.fit_table``) with bootstrap SEs and CIs and saves a plot per group.
+
+Progress on stderr (``scalelab.cli.progress``): the collect when there is one, each fit's
+multistart stages (iterations of each) and each bootstrap (resamples refitted), heard
+through ``analysis.progress.reporting``; ``-q`` silences it, ``--log-format json`` makes
+it JSON lines. The table and plots print on stdout either way.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scalelab.cli.app import app
+from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import UserError, did_you_mean
 
 LAWS = ("powerlaw", "chinchilla", "data_constrained")
 
 
-def _runs_table(sweep_dir: Path):
+def _runs_table(sweep_dir: Path, progress: Callable[[Any], None] | None = None):
+    """``<sweep>/runs.parquet``, or the runs collected now (reported to ``progress``)."""
     import polars as pl
 
     if not sweep_dir.is_dir():
@@ -28,9 +37,9 @@ def _runs_table(sweep_dir: Path):
     runs_file = sweep_dir / "runs.parquet"
     if runs_file.is_file():
         return pl.read_parquet(runs_file)
-    from scalelab.sweep.collect import collect
+    from scalelab.sweep.view.collect import collect
 
-    return collect(sweep_dir)
+    return collect(sweep_dir, progress=progress)
 
 
 def _analysis_errors():
@@ -77,6 +86,8 @@ def fit_cmd(
         "parabola in log N per compute budget, then N_opt ~ C^a and D_opt ~ C^b with "
         "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law, --x or --group-by.",
     ),
+    quiet: bool = quiet_option(),
+    log_format: str | None = log_format_option(),
 ) -> int:
     """Fit a scaling law to a sweep's completed runs, optionally selected (--where) and
     split (--group-by): one table of parameters with bootstrap SEs and CIs, R^2 and
@@ -84,8 +95,9 @@ def fit_cmd(
     parameters + 1 is refused (exit 2); a parameter at its bound reads 'not identified'."""
     from rich.console import Console
 
+    output = ProgressOutput.from_flags(log_format, quiet)
     if isoflop:
-        return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out)
+        return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
     key = (law or "powerlaw").strip().lower().replace("-", "_")
     if key not in LAWS:
         raise UserError(
@@ -93,22 +105,24 @@ def fit_cmd(
         )
     if bootstrap < 0 or bootstrap == 1:
         raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
-    table = _ensembles_table(sweep) if x == "K" else _runs_table(sweep)
     import warnings
 
     from analysis.errors import IdentifiabilityWarning
     from analysis.grouped import fit_selection
     from analysis.plots import plot_loss_vs_x, save_figure
+    from analysis.progress import reporting
     from scalelab.cli.fit_table import fit_table, warning_lines
 
     warnings.simplefilter("ignore", IdentifiabilityWarning)  # printed from result.warnings below
-    try:
-        sel = fit_selection(
-            table, law=key, x=x, where=where, by=group_by, loss=loss,
-            bootstrap=bootstrap, seed=seed,
-        )  # fmt: skip
-    except _analysis_errors() as err:
-        raise UserError(str(err), file=str(sweep)) from None
+    with output, reporting(output.sink):  # fit_selection's fits and bootstraps report there
+        table = _ensembles_table(sweep) if x == "K" else _runs_table(sweep, output.sink)
+        try:
+            sel = fit_selection(
+                table, law=key, x=x, where=where, by=group_by, loss=loss,
+                bootstrap=bootstrap, seed=seed,
+            )  # fmt: skip
+        except _analysis_errors() as err:
+            raise UserError(str(err), file=str(sweep)) from None
     console = Console()
     for note in sel.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
@@ -123,8 +137,10 @@ def fit_cmd(
     return 0
 
 
-def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out) -> int:
-    """``--isoflop``: refuse the law options, then ``scalelab.cli.fit_isoflop``."""
+def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
+             output: ProgressOutput) -> int:
+    """``--isoflop``: refuse the law options, then ``scalelab.cli.fit_isoflop`` (the
+    collect, when there is one, reports to ``output``)."""
     from scalelab.cli.fit_isoflop import run_isoflop
 
     for flag, given in (("--law", law), ("--x", x), ("--group-by", group_by)):
@@ -132,7 +148,8 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out) -> int:
             raise UserError(f"--isoflop fits no law and takes no {flag}", key=flag)
     if bootstrap < 0 or bootstrap == 1:
         raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
-    table = _runs_table(sweep)
+    with output:
+        table = _runs_table(sweep, output.sink)
     try:
         run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
                     out=out if out is not None else sweep / "fit" / "isoflop")  # fmt: skip

@@ -1,21 +1,28 @@
 """``scalelab report SWEEP``: the full report of a sweep.
 
 Collects the runs first when ``runs.parquet`` is missing or older than a run directory
-(``scalelab.sweep.collect``), then writes ``<sweep>/report/infinite_compute.md`` with
+(``scalelab.sweep.view.collect``), then writes ``<sweep>/report/infinite_compute.md`` with
 ``recipes.png`` (Kim et al. 2025 recipes: asymptotes, ensembles, distillation, data
 efficiency) and ``<sweep>/report/report.md`` (power laws in N, the data-constrained law),
 and prints one line per section: what was fitted, or exactly what is missing.
 Recipes: ``--recipe NAME=key=value[,key=value]`` (repeatable), else the runs' ``recipe``
 column (``extra.recipe``), else the ``tuned`` block.
+
+Progress on stderr (``scalelab.cli.progress``): the collect, each report's sections done
+of its total with the section's name, and the fits and bootstraps inside them; ``-q``
+silences it, ``--log-format json`` makes it JSON lines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from scalelab.cli.app import app
+from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import UserError
 
 _RECORDS = ("status.json", "evals.parquet", "evals")
@@ -23,7 +30,7 @@ _RECORDS = ("status.json", "evals.parquet", "evals")
 
 def _stale(sweep: Path) -> bool:
     """True when runs.parquet is missing or older than a run directory or its records."""
-    from scalelab.sweep.collect import RUNS_FILE
+    from scalelab.sweep.view.collect import RUNS_FILE
 
     runs_file = sweep / RUNS_FILE
     if not runs_file.is_file():
@@ -42,17 +49,18 @@ def _stale(sweep: Path) -> bool:
     return False
 
 
-def fresh_runs_table(sweep: Path) -> Path:
-    """``<sweep>/runs.parquet``, collected first when missing or stale."""
+def fresh_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None) -> Path:
+    """``<sweep>/runs.parquet``, collected first when missing or stale (the collect
+    reporting to ``progress``: ``scalelab.sweep.view.collect``)."""
     if not sweep.is_dir():
         raise UserError("no such sweep directory", file=str(sweep))
     if _stale(sweep):
-        from scalelab.sweep.collect import collect
+        from scalelab.sweep.view.collect import collect
 
         if not (sweep / "runs").is_dir() and not (sweep / "plan.parquet").is_file():
             raise UserError("neither runs.parquet nor runs/ here: not a sweep directory", file=str(sweep))
         typer.echo(f"collecting {sweep} (runs.parquet missing or older than the runs)")
-        collect(sweep)
+        collect(sweep, progress=progress)
     return sweep / "runs.parquet"
 
 
@@ -85,20 +93,25 @@ def report_cmd(
         None, "--reference", help="Recipe the data multipliers are relative to (default: standard)."
     ),
     ref_wd: float = typer.Option(0.1, "--ref-wd", help="Weight decay of the standard recipe (blocks)."),
+    quiet: bool = quiet_option(),
+    log_format: str | None = log_format_option(),
 ) -> int:
     """Write <sweep>/report/ (recipes, asymptotes with CIs, laws, figures); print each section."""
     if bootstrap < 0 or bootstrap == 1:
         raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
     filters = _recipe_filters(recipe)
-    fresh_runs_table(sweep)
-    from analysis.errors import AnalysisInputError
-    from analysis.sweep_report import write_sweep_report
+    output = ProgressOutput.from_flags(log_format, quiet)
+    with output:
+        fresh_runs_table(sweep, output.sink)
+        from analysis.errors import AnalysisInputError
+        from analysis.sweep_report import write_sweep_report
 
-    try:
-        done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed, recipes=filters or None,
-                                  reference=reference, ref_wd=ref_wd)
-    except AnalysisInputError as err:
-        raise UserError(str(err), file=str(sweep)) from None
+        try:
+            done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed,
+                                      recipes=filters or None, reference=reference, ref_wd=ref_wd,
+                                      progress=output.sink)
+        except AnalysisInputError as err:
+            raise UserError(str(err), file=str(sweep)) from None
     for path, lines in done.sections.items():
         typer.echo(str(path))
         for line in lines:

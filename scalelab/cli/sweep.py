@@ -4,7 +4,7 @@
   launching (idempotent). On Slurm it returns once the arrays are queued; locally it
   runs the sweep with a progress bar. Exit 1 when a run it waited on FAILED.
   ``--dry-run`` prints the plan and launches nothing: one row per (block, model size)
-  (``scalelab.sweep.render.render_overview``); ``--runs`` one row per run, paged on a
+  (``scalelab.sweep.view.render.render_overview``); ``--runs`` one row per run, paged on a
   terminal; ``--format csv|json|parquet`` the per-run plan table (scalar columns) on
   stdout or, with ``-o FILE``, in FILE (parquet needs ``-o``; the format defaults to
   FILE's suffix). json is one object per run: ``pl.read_json(f, infer_schema_length=None)``
@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from scalelab.cli.app import app
+from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
 _EXECUTOR_HELP = "auto | slurm | local | debug (default: the spec's launcher.executor)."
@@ -44,8 +45,8 @@ def _console() -> Console:
 def _sweep_dir(path: Path, root: Path | None) -> Path:
     """A sweep directory, given it or the spec file that made it."""
     if path.is_file():
-        from scalelab.sweep.launch import sweep_dir_for
-        from scalelab.sweep.spec import load_spec
+        from scalelab.sweep.run.launch import sweep_dir_for
+        from scalelab.sweep.spec.load import load_spec
 
         spec = load_spec(path)
         return sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root)
@@ -83,10 +84,11 @@ def sweep_cmd(
 ) -> int:
     """Plan SPEC and launch the runs that are new, preempted or timed out."""
     from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.backends import check_executor
-    from scalelab.sweep.launch import decide, execute, sweep_dir_for
-    from scalelab.sweep.plan import dataset_facts, expand
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.run.backends import check_executor
+    from scalelab.sweep.run.launch import decide, execute, sweep_dir_for
+    from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.spec.load import load_spec
 
     check_executor(executor)
     fmt = _plan_format(fmt, output, dry_run=dry_run, runs=runs)
@@ -97,7 +99,7 @@ def sweep_cmd(
     if dry_run:
         if fmt != "table":
             return _export_plan(console, plan.table, fmt, output)
-        from scalelab.sweep.render import render_overview, render_plan
+        from scalelab.sweep.view.render import render_overview, render_plan
 
         decisions = decide(plan, sweep_dir)
         view = (render_plan(plan, decisions, max_rows=None) if runs
@@ -140,7 +142,7 @@ def _plan_format(fmt: str | None, output: Path | None, *, dry_run: bool, runs: b
 def _export_plan(console: Console, table: Any, fmt: str, output: Path | None) -> int:
     """The per-run plan table (its scalar columns) as csv, json or parquet, to ``output``
     or stdout."""
-    from scalelab.sweep.plan_view import scalar_table
+    from scalelab.sweep.view.plan_view import scalar_table
 
     frame = scalar_table(table)
     if fmt == "parquet":
@@ -208,7 +210,7 @@ def status_cmd(
     root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
 ) -> int:
     """Grid of run states: rows N, columns D or epochs, one panel per other axis."""
-    from scalelab.sweep.status import render_status, sweep_states
+    from scalelab.sweep.view.status import render_status, sweep_states
 
     sweep_dir = _sweep_dir(sweep, root)
     _console().print(render_status(sweep_states(sweep_dir), title=str(sweep_dir)))
@@ -226,10 +228,10 @@ def retry_cmd(
     target: str | None = typer.Option(None, "--train-target", hidden=True, help=_TARGET_HELP),
 ) -> int:
     """Relaunch failed and/or preempted runs of a sweep (neither flag: both)."""
-    from scalelab.sweep.backends import check_executor
-    from scalelab.sweep.launch import execute, plan_from_disk
-    from scalelab.sweep.sections import LauncherConfig
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.run.backends import check_executor
+    from scalelab.sweep.run.launch import execute, plan_from_disk
+    from scalelab.sweep.spec.sections import LauncherConfig
+    from scalelab.sweep.spec.load import load_spec
 
     check_executor(executor)
     if not failed and not preempted:
@@ -247,12 +249,17 @@ def retry_cmd(
 def collect_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it)."),
     root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
+    quiet: bool = quiet_option(),
+    log_format: str | None = log_format_option(),
 ) -> int:
-    """Write <sweep>/runs.parquet: one row per run (axes, N, D, losses, state, wall time)."""
-    from scalelab.sweep.collect import RUNS_FILE, collect
+    """Write <sweep>/runs.parquet: one row per run (axes, N, D, losses, state, wall time);
+    progress (run directories read) on stderr."""
+    from scalelab.sweep.view.collect import RUNS_FILE, collect
 
+    output = ProgressOutput.from_flags(log_format, quiet)
     sweep_dir = _sweep_dir(sweep, root)
-    frame = collect(sweep_dir)
+    with output:
+        frame = collect(sweep_dir, progress=output.sink)
     counts = frame.group_by("state").len().sort("state", nulls_last=True)
     summary = ", ".join(f"{n} {(s or 'not started').lower()}" for s, n in counts.iter_rows())
     _console().print(f"wrote {sweep_dir / RUNS_FILE}: {frame.height} runs ({summary})")

@@ -4,6 +4,13 @@ Exit codes: 0 COMPLETED, 3 DIVERGED, 75 PREEMPTED (checkpointed; relaunch resume
 1 crash (traceback printed, status FAILED), 2 bad input (one line). A relaunch on a run
 directory that had already ended trains nothing and says so in one line: exit 0 when it
 was COMPLETED, 2 when it was DIVERGED (never relaunched; remove the directory).
+
+Output (``scalelab.train.progress_log``): a progress line every ``train.log_every`` steps
+(step/total, loss, tokens/s, MFU on a known GPU, elapsed, ETA) and a line per eval.
+``-q``/``--quiet`` drops those two kinds (one-off messages and errors remain);
+``--log-format json`` prints every line as one JSON object (for cluster logs). Without the
+flags the environment decides: ``SCALELAB_LOG_FORMAT=text|json`` and ``SCALELAB_QUIET=1``,
+which is how runs that a sweep launches get these settings.
 """
 
 from __future__ import annotations
@@ -33,11 +40,15 @@ def train_cmd(
     ),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default <root>/<name>-<hash8>)."),
     root: Path | None = typer.Option(None, "--root", help="Parent of the default run directory (default $SCALELAB_ROOT or ./runs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or eval lines (messages and errors still show; default $SCALELAB_QUIET)."),
+    log_format: str | None = typer.Option(None, "--log-format", metavar="[text|json]", help="text (default) or json: one JSON object per line, for cluster logs (default $SCALELAB_LOG_FORMAT)."),
 ) -> int:
     """Train one run; a relaunch on the same run directory resumes from its checkpoint."""
     from scalelab.config import load_run_config
     from scalelab.identity import run_dir_name
+    from scalelab.train.progress_log import LogSettings
 
+    log = LogSettings.from_env().overridden(fmt=log_format, quiet=quiet or None)
     cfg = load_run_config(config, list(overrides or []))
     if run_dir is None:
         base = root or Path(os.environ.get("SCALELAB_ROOT") or "runs")
@@ -45,7 +56,7 @@ def train_cmd(
     from scalelab.train import train  # torch: imported once the input is known to be good
 
     before = read_status(run_dir)  # tells "had already ended" from "ended in this call"
-    state = train(cfg, run_dir)  # also refuses a run dir that holds another config
+    state = train(cfg, run_dir, log=log)  # also refuses a run dir that holds another config
     if state.terminal and isinstance(before, dict) and before.get("state") == state.value:
         return _already_ended(run_dir, state, before)
     return EXIT_CODES.get(state.value, EXIT_FAILURE)

@@ -1,4 +1,4 @@
-"""The teacher-generation job: a job target of the sweep backends (``scalelab.sweep.job``).
+"""The teacher-generation job: a job target of the sweep backends (``scalelab.sweep.run.job``).
 
 ``generate_job(cfg, run_dir)`` runs in ``<sweep>/generate/<gen_key>/`` with the student's
 RunConfig as ``config-input.yaml``: it generates (or finds cached) the teacher text the

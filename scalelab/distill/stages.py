@@ -3,7 +3,7 @@
 A plan whose runs include students (``distill`` active, with teachers) runs in three
 stages, on every backend:
 
-1. every other run (the teachers among them), through ``scalelab.sweep.launch.execute``;
+1. every other run (the teachers among them), through ``scalelab.sweep.run.launch.execute``;
 2. one generation job per distinct (teachers, generation parameters)
    (``<sweep>/generate/<gen_key>/``, target ``scalelab.distill.job:generate_job``), for
    students with a synthetic weight; a job already COMPLETED is skipped;
@@ -33,8 +33,8 @@ from scalelab.distill.job import TARGET
 from scalelab.distill.resolve import generation_key, needs_generation
 from scalelab.store.atomic import write_yaml_atomic
 from scalelab.store.status import State, read_status
-from scalelab.sweep.launch import ReportCounts
-from scalelab.sweep.resources import launchers_of
+from scalelab.sweep.run.launch import ReportCounts
+from scalelab.sweep.plan.resources import launchers_of
 
 __all__ = ["StagedReport", "execute_staged", "has_students", "is_dependent"]
 
@@ -105,7 +105,7 @@ def _with_dependency(launcher: Any, job_ids: list[str]) -> Any:
 
 def _live_job_ids(sweep_dir: Path, run_dirs: list[str]) -> dict[str, str]:
     """run_dir -> job id of runs that a live Slurm job holds (launched earlier)."""
-    from scalelab.sweep.observe import observe
+    from scalelab.sweep.run.observe import observe
 
     out = {}
     for rel, view in zip(run_dirs, observe(sweep_dir / d for d in run_dirs)):
@@ -120,9 +120,9 @@ def execute_staged(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: boo
                    log=print) -> StagedReport:
     """Launch ``plan`` in dependency order (see the module docstring). ``target``: the
     train function of ordinary runs and students (tests), as in ``execute``."""
-    from scalelab.sweep.backends import make_backend
-    from scalelab.sweep.job import CONFIG_INPUT, JobSpec
-    from scalelab.sweep.launch import execute
+    from scalelab.sweep.run.backends import make_backend
+    from scalelab.sweep.run.job import CONFIG_INPUT, JobSpec
+    from scalelab.sweep.run.launch import execute
 
     sweep_dir = Path(sweep_dir).resolve()
     launchers = launchers_of(plan, launcher)

@@ -39,6 +39,7 @@ from scalelab.ensemble.combine import Method, PrefixEnsemble
 from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_config
 from scalelab.identity import canonical_json, identity_dict, short_id
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.store.layout import RUNS_FOLDER
 from scalelab.store.status import State, read_status
 
 __all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "evaluate_group", "evaluate_sweep", "find_groups"]
@@ -92,7 +93,7 @@ def find_groups(sweep_dir: str | Path, *, min_members: int = 2) -> list[Ensemble
     """Ensemble groups of a sweep directory: COMPLETED runs that differ only in
     ``MEMBER_KEYS``, with distinct member indices (groups with a repeated index are skipped)."""
     found: dict[str, list[tuple[int, Path, RunConfig]]] = defaultdict(list)
-    for cfg_path in sorted(Path(sweep_dir).glob("runs/*/config.yaml")):
+    for cfg_path in sorted(Path(sweep_dir).glob(f"{RUNS_FOLDER}/*/config.yaml")):
         run_dir = cfg_path.parent
         if (read_status(run_dir) or {}).get("state") != State.COMPLETED.value:
             continue  # DIVERGED / unfinished members are left out

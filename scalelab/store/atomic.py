@@ -1,7 +1,8 @@
 """Atomic file writes for run directories.
 
-``write_atomic`` (temporary file beside the target, fsync, rename) is shared with the
-analysis package, which may not import scalelab; the typed writers below build on it.
+``write_atomic`` (temporary file beside the target, fsync, rename) and the byte/text
+writers are ``analysis.atomic``'s, the project's one implementation (the lower layer:
+docs/architecture.md); the typed writers below build on them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from analysis._atomic import write_atomic
+from analysis.atomic import write_atomic, write_bytes_atomic, write_text_atomic
 
 __all__ = [
     "write_atomic",
@@ -22,14 +23,6 @@ __all__ = [
     "write_yaml_atomic",
     "write_parquet_atomic",
 ]
-
-
-def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    return write_atomic(path, lambda p: p.write_bytes(data))
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    return write_bytes_atomic(path, text.encode())
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> Path:

@@ -1,8 +1,11 @@
-"""Sweeps: spec -> plan -> launch -> status -> collect (README.md, "Concepts").
+"""Sweeps, in four stages, each a subpackage that imports only the ones before it
+(docs/architecture.md):
 
-Spec and plan (pure): ``spec.load_spec``, ``plan.expand``, ``render.render_plan``,
-``explain.explain``; tuning: ``tune.tune`` and the certified coordinate search of
-Kim et al. 2025 in ``coordinate``. Launch, backends, status and collect live in their
-own modules beside these. Import from the submodules; this package re-exports nothing
-so that ``import scalelab.sweep.spec`` stays cheap.
+1. ``spec``: the YAML file, checked (``spec.load.load_spec``);
+2. ``plan``: every run of it (``plan.expand.expand``), pure;
+3. ``run``: launch, locks, jobs, backends (``run.launch.execute``);
+4. ``view``: render, status, collect, explain.
+
+Tuning lives above this package, in ``scalelab.tune``. The packages re-export nothing, so
+importing one stage never loads the others.
 """

@@ -11,7 +11,10 @@ lost steps, the quick look of status and collect), ``divergence`` (the pure DIVE
 rule), ``checkpoint`` (atomic, resumable), ``run_checkpoint`` (which rank writes what, and
 loading back), ``dcp`` (sharded checkpoint files), ``fsdp`` (FSDP2 sharding), ``norms``
 (per-layer norm records), ``distributed`` (torchrun/srun detection, DDP sharding),
-``precision``, ``seeds``, ``signals``, ``meta``, ``tracker`` (optional wandb).
+``precision``, ``seeds``, ``signals``, ``meta``, ``tracker`` (optional wandb),
+``sweep_context`` (a run's sweep, block and axes, for W&B), and the run's printed lines:
+``progress_log`` (pure formatting, text or JSON), ``progress_meter`` (tokens/s, ETA),
+``mfu`` (peak FLOP/s table), ``console`` (printing, quiet or not).
 """
 
 from importlib import import_module

@@ -65,7 +65,7 @@ from typing import Any
 import torch
 
 from scalelab.errors import UserError
-from scalelab.train.manifest import MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
+from scalelab.train.manifest import DCP_METADATA, MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
 from scalelab.train.rng import rng_state, set_rng_state
 
 __all__ = [
@@ -90,7 +90,6 @@ __all__ = [
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
-DCP_METADATA = ".metadata"  # DCP's index: the mark of a sharded checkpoint (scalelab.train.dcp)
 TEST_PAUSE_ENV = "SCALELAB_TEST_CHECKPOINT_PAUSE"
 _STEP_RE = re.compile(r"^step-(\d{9})$")
 

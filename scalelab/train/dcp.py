@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-from scalelab.train.checkpoint import DCP_METADATA as METADATA_FILE
+from scalelab.train.manifest import DCP_METADATA as METADATA_FILE
 
 __all__ = ["METADATA_FILE", "check_metadata", "load", "read", "save"]
 

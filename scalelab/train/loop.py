@@ -13,6 +13,9 @@ Activation checkpointing (``scalelab.model.checkpointing``) and FSDP2 sharding
 checkpoints go through ``scalelab.train.run_checkpoint`` (one ``state.pt``, or DCP files
 per rank when sharded). Evals every ``eval_every`` and at the last step; norms every
 ``norms_every``; checkpoints every ``checkpoint_every``, on SIGTERM/SIGUSR1 and at the end.
+Every ``log_every`` steps (and at the last): a metrics row and a progress line (loss,
+tokens/s, MFU on GPU, ETA: ``scalelab.train.progress_log``, printed per ``LogSettings``:
+text or JSON lines, or quiet). W&B, when ``cfg.wandb``: ``scalelab.train.tracker``.
 Exit states: COMPLETED, DIVERGED (non-finite loss, or loss above ``divergence_factor`` x
 ln(vocab) or ``loss_ceiling``: ``scalelab.train.divergence``), PREEMPTED
 (signal; resumable), FAILED (exception; status.json holds the error, the exception
@@ -50,24 +53,31 @@ from scalelab.train import checkpoint as ckpt
 from scalelab.train import distributed as dst
 from scalelab.train import fsdp
 from scalelab.train import run_checkpoint as run_ckpt
+from scalelab.train.console import Console
 from scalelab.train.divergence import DivergenceMonitor, DivergenceRule
 from scalelab.train.meta import collect_meta
+from scalelab.train.mfu import device_peak_flops
 from scalelab.train.norms import NormRecorder
 from scalelab.train.optimizers import build_optimizer
 from scalelab.train.precision import autocast_context, prepare_model
+from scalelab.train.progress_log import EvalLine, LogSettings, ProgressLine
+from scalelab.train.progress_meter import ProgressMeter
 from scalelab.train.records import Records
 from scalelab.train.schedules import lr_at
 from scalelab.train.seeds import run_seeds
 from scalelab.train.signals import PreemptionFlag
 from scalelab.train.step import evaluate, forward_backward, micro_batches
-from scalelab.train.tracker import Tracker
+from scalelab.train.sweep_context import sweep_context
+from scalelab.train.tracker import Tracker, tracker_setup
 
 __all__ = ["train"]
 
 
-def train(cfg: RunConfig, run_dir: str | Path) -> State:
-    """Train (or resume, or skip when already COMPLETED/DIVERGED) the run in ``run_dir``."""
+def train(cfg: RunConfig, run_dir: str | Path, *, log: LogSettings | None = None) -> State:
+    """Train (or resume, or skip when already COMPLETED/DIVERGED) the run in ``run_dir``.
+    ``log``: how it prints (default: ``LogSettings.from_env()``, what sweep jobs get)."""
     run_dir = Path(run_dir)
+    log = log or LogSettings.from_env()
     _check_run_dir(run_dir, short_id(cfg))
     status = read_status(run_dir)
     if status and State(status["state"]).terminal:
@@ -79,7 +89,7 @@ def train(cfg: RunConfig, run_dir: str | Path) -> State:
     run = None
     try:
         try:
-            run = _Run(cfg, run_dir, env, device)
+            run = _Run(cfg, run_dir, env, device, log)
         except UserError:
             raise  # bad input: one line, exit 2, no status written
         except BaseException as err:  # e.g. out of memory while building: the sweep sees it
@@ -111,10 +121,13 @@ def _check_run_dir(run_dir: Path, run_id: str) -> None:
 
 
 class _Run:
-    def __init__(self, cfg: RunConfig, run_dir: Path, env: dst.DistEnv, device: torch.device):
+    def __init__(self, cfg: RunConfig, run_dir: Path, env: dst.DistEnv, device: torch.device,
+                 log: LogSettings):
         tc = cfg.train
         self.cfg, self.tc, self.run_dir, self.env, self.device = cfg, tc, run_dir, env, device
         self.run_id = short_id(cfg)
+        self.console = Console(log, self.run_id, enabled=env.is_main)
+        self.tracker: Tracker | None = None
         self.seeds = run_seeds(cfg)
         self.dataset = open_dataset(cfg.data)
         self.derived = derive(
@@ -172,12 +185,12 @@ class _Run:
         self.norms = (NormRecorder(self.model, self.records, collective=self.sharded)
                       if tc.norms_every > 0 else None)
         self._val: list | None = None
+        self._norms_published: int | None = None
         self.elapsed_before = 0.0
 
     # ----------------------------------------------------------------- bookkeeping
     def _log(self, msg: str) -> None:
-        if self.env.is_main:
-            print(f"[{self.run_id}] {msg}", flush=True)
+        self.console.message(msg)
 
     def _write_header(self) -> None:
         if not self.env.is_main:
@@ -203,15 +216,13 @@ class _Run:
         self._write_header()
         try:
             start = self._resume()
-            self.tracker = Tracker(
-                self.cfg.wandb and self.env.is_main, run_dir=self.run_dir, run_id=self.run_id,
-                name=self.run_dir.name, config={**strict.to_dict(self.cfg),
-                                                "derived": dataclasses.asdict(self.derived)},
-            )
+            self.tracker = self._tracker()
             self.t0 = time.perf_counter()
             with PreemptionFlag() as flag:
                 return self._loop(start, flag)
         except BaseException as err:
+            if self.tracker is not None:
+                self.tracker.finish(exit_code=1)
             if self.env.is_main:
                 tail = traceback.format_exception(type(err), err, err.__traceback__)[-3:]
                 update_status(
@@ -219,6 +230,15 @@ class _Run:
                     traceback="".join(tail)[-4000:],
                 )
             raise
+
+    def _tracker(self) -> Tracker:
+        enabled = self.cfg.wandb and self.env.is_main
+        config = {"run_id": self.run_id, "run_id_full": full_run_id(self.cfg),
+                  **strict.to_dict(self.cfg), "derived": dataclasses.asdict(self.derived),
+                  "seeds": self.seeds._asdict()}
+        context = sweep_context(self.run_dir, self.run_id) if enabled else None
+        setup = tracker_setup(self.run_dir.name, config, context) if enabled else None
+        return Tracker(enabled, run_dir=self.run_dir, run_id=self.run_id, setup=setup)
 
     def _resume(self) -> int:
         # The newest intact checkpoint; corrupt newer ones are reported in one line and set
@@ -251,6 +271,11 @@ class _Run:
             vocab_size=self.dataset.vocab_size, factor=tc.divergence_factor,
             patience=tc.divergence_patience, ceiling=tc.loss_ceiling))
         prev = time.perf_counter()
+        meter = ProgressMeter(
+            total_steps=T, tokens_per_step=tokens_per_step,
+            flops_per_token=self.derived.flops_per_token,
+            peak_flops=device_peak_flops(self.device, self.env.world_size),
+            start_step=start, start_time=prev)
         for i in range(start, T):
             step = i + 1
             mult = lr_at(i, T, tc.schedule, self.derived.warmup_steps, tc.min_lr_ratio,
@@ -281,10 +306,10 @@ class _Run:
             opt.step()
             opt.zero_grad(set_to_none=True)
             now = time.perf_counter()
+            meter.add_step(now - prev)
             if step % tc.log_every == 0 or step == T:
                 self.records.add("metrics", **row, step_time_s=now - prev)
-                self.tracker.log({"train/loss": train_loss, "lr": row["lr"],
-                                  "grad_norm": grad_norm}, step)
+                self._progress(meter.line(step, train_loss, now, self._elapsed()), row)
             if norm_step:
                 self.norms.updates(step, opt)
                 self.norms.weights(step)
@@ -298,6 +323,24 @@ class _Run:
                 return self._end(State.PREEMPTED, step)
             prev = time.perf_counter()
         return self._end(State.COMPLETED, T)
+
+    def _progress(self, line: ProgressLine, row: dict) -> None:
+        """The progress line of a log step, and its metrics to W&B."""
+        self.console.progress(line)
+        perf = {"perf/tokens_per_s": line.tokens_per_s, "perf/mfu": line.mfu}
+        self.tracker.log({"train/loss": row["train_loss"], "lr": row["lr"],
+                          "grad_norm": row["grad_norm"], "tokens": row["tokens"],
+                          "epoch": row["epoch"],
+                          **{k: v for k, v in perf.items() if v is not None}}, line.step)
+
+    def _publish_norms(self, step: int) -> None:
+        """The newest norm records as one W&B table, once per norm step (at ``step``)."""
+        norms = self.norms
+        if (self.tracker is None or not self.tracker.enabled or norms is None
+                or norms.latest_step is None or norms.latest_step == self._norms_published):
+            return
+        self.tracker.norms(norms.latest, step)
+        self._norms_published = norms.latest_step
 
     def _val_batches(self) -> list:
         if self._val is None:
@@ -315,11 +358,10 @@ class _Run:
             self.model.reshard()
         self.records.add("evals", step=step, tokens=step * self.derived.tokens_per_step,
                          split="val", loss=loss)
-        if step:
-            self.tracker.log({"val/loss": loss}, step)
-        shown = f"train {train_loss:.4f} " if train_loss is not None else ""
-        self._log(f"step {step}/{self.total_steps} {shown}val {loss:.4f} "
-                  f"({self._elapsed():.1f}s)")
+        self.tracker.log({"val/loss": loss}, step)
+        self._publish_norms(step)
+        self.console.eval(EvalLine(step=step, total_steps=self.total_steps, val_loss=loss,
+                                   train_loss=train_loss, elapsed_s=self._elapsed()))
 
     def _checkpoint(self, step: int) -> None:
         self.records.flush(step)  # parts first: a checkpoint never precedes its rows
@@ -331,7 +373,9 @@ class _Run:
         self.records.flush(step)
         if state in (State.COMPLETED, State.DIVERGED):
             self.records.compact()
-        self.tracker.finish()
+        self._publish_norms(step)
+        self.tracker.finish()  # PREEMPTED too: the resumed attempt reopens the same W&B run
+        self.tracker = None
         if self.env.is_main:
             update_status(self.run_dir, state, steps_done=step, wall_time_s=self._elapsed(),
                           error=error)

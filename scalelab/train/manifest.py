@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
+    "DCP_METADATA",
     "FORMAT",
     "MANIFEST_FILE",
     "FileDigest",
@@ -34,6 +35,8 @@ __all__ = [
 
 FORMAT = 2
 MANIFEST_FILE = "manifest.json"
+DCP_METADATA = ".metadata"
+"""DCP's index file: the mark of a sharded checkpoint (``scalelab.train.dcp``)."""
 _CHUNK = 1 << 22  # 4 MiB reads when verifying
 
 

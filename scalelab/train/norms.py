@@ -18,6 +18,9 @@ on sigma_max from a fixed start, cheap on every device) rather than a full SVD.
 Parameters are replicated under DDP, so only rank 0 computes. Sharded (FSDP) parameters
 are gathered whole per tensor (``optim.norms`` calls ``full_tensor()``, a collective), so
 with ``collective=True`` every rank computes and only rank 0's records are kept.
+
+``latest`` holds the rows of the newest norm step (rank 0), for the W&B ``norms`` table
+(``scalelab.train.tracker``).
 """
 
 from __future__ import annotations
@@ -39,13 +42,21 @@ class NormRecorder:
         self.model, self.records, self.power_iters = model, records, power_iters
         self.collective = collective
         self._before: dict[torch.Tensor, torch.Tensor] = {}
+        self.latest_step: int | None = None
+        self.latest: list[dict] = []
+        """The rows recorded at ``latest_step`` (every kind), as written to the records."""
 
     @property
     def active(self) -> bool:
         return self.records.enabled or self.collective
 
     def _add(self, rows: list[dict], step: int, kind: str) -> None:
-        self.records.extend("norms", [{"step": step, "kind": kind, **r} for r in rows])
+        rows = [{"step": step, "kind": kind, **r} for r in rows]
+        self.records.extend("norms", rows)
+        if self.records.enabled:
+            if step != self.latest_step:
+                self.latest_step, self.latest = step, []
+            self.latest.extend(rows)
 
     def weights(self, step: int) -> None:
         if self.active:

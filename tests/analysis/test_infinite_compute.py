@@ -9,7 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.infinite_compute import analyze, write_infinite_compute_report
+from analysis.infinite_compute import analyze
+from analysis.infinite_compute_md import write_infinite_compute_report
 
 N = np.array([5e4, 1e5, 2.5e5, 5e5])
 U0 = 32768.0

@@ -19,7 +19,7 @@ from _waits import CEILING_S
 
 from scalelab import strict, yamlsafe
 from scalelab.errors import UserError
-from scalelab.sweep.collect import _base_recipe
+from scalelab.sweep.view.collect import _base_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_alias_bomb_function_level_readers(tmp_path):
         strict.load_yaml(bomb)
     with pytest.raises(UserError, match="refused"):
         strict.parse_override(f"extra.x={_flow_bomb()}")
-    from scalelab.sweep._yaml import parse_located
+    from scalelab.sweep.spec.located import parse_located
 
     with pytest.raises(UserError, match="refused"):
         parse_located(_bomb(), file="b.yaml")

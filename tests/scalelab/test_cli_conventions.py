@@ -22,8 +22,8 @@ from submitit.core.utils import FailedJobError, FailedSubmissionError
 
 from scalelab.cli import main
 from scalelab.cli.app import app, type_metavar
-from scalelab.sweep.backends import ExecutorChoice, SubmitError, choose_executor
-from scalelab.sweep.backends.slurm import ELSEWHERE, SlurmBackend, slurm_error
+from scalelab.sweep.run.backends import ExecutorChoice, SubmitError, choose_executor
+from scalelab.sweep.run.backends.slurm import ELSEWHERE, SlurmBackend, slurm_error
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_TARGET = "fake_train:train"
@@ -243,8 +243,8 @@ def test_missing_srun_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
 
 def test_slurm_backend_without_srun_refuses_before_the_snapshot(tmp_path, monkeypatch):
     """The backend used directly (as ``retry``, ``tune`` and distillation stages do)."""
-    from scalelab.sweep.job import JobSpec
-    from scalelab.sweep.sections import LauncherConfig
+    from scalelab.sweep.run.job import JobSpec
+    from scalelab.sweep.spec.sections import LauncherConfig
 
     monkeypatch.setenv("PATH", str(fake_bin(tmp_path / "bin", "sbatch", "sinfo")))
     backend = SlurmBackend(LauncherConfig(executor="slurm"), tmp_path / "sw")
@@ -258,7 +258,7 @@ def test_submitits_could_not_detect_srun_becomes_one_line(tmp_path, monkeypatch)
     """submitit's own check (srun present for us, absent for submitit) never escapes raw."""
     import submitit
 
-    from scalelab.sweep.sections import LauncherConfig
+    from scalelab.sweep.spec.sections import LauncherConfig
 
     def no_srun(*args, **kwargs):
         raise RuntimeError('Could not detect "srun", are you indeed on a slurm cluster?')

@@ -22,8 +22,8 @@ from lifecycle_helpers import cli
 
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.status import State, read_status, update_status
-from scalelab.sweep.collect import collect
-from scalelab.sweep.status import sweep_states
+from scalelab.sweep.view.collect import collect
+from scalelab.sweep.view.status import sweep_states
 from scalelab.train import step as step_mod
 from scalelab.train import train
 from scalelab.train.record_files import SET_ASIDE_MARK, CorruptRecordError, read_record_file

@@ -203,7 +203,7 @@ def test_sweep_runs_teachers_then_generation_then_students(tmp_path, corpus):
     import polars as pl
 
     from scalelab.cli import main
-    from scalelab.sweep.plan import load_plan
+    from scalelab.sweep.plan.expand import load_plan
 
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY_STUDY.replace("DATASET", corpus))

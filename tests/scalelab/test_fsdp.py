@@ -43,6 +43,7 @@ uninterrupted 2-rank run (metrics, evals, norms, every model and optimizer tenso
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 import torch
@@ -56,11 +57,18 @@ from scalelab.train import checkpoint as ckpt
 from scalelab.train import dcp, train
 
 STEPS = 8
-CASES = {  # name: (overrides, step-1 tolerance, step-2 tolerance, all-steps tolerance)
-    "adamw": (("optim.name=adamw",), 0.0, 1e-5, 1e-5),
-    "muon": (("optim.name=muon", "optim.lr=0.02"), 0.0, 1e-4, 1e-3),
-    "scion": (("optim.name=scion", "optim.lr=0.01"), 0.0, 1e-4, 5e-2),
-    "sr-adamw": (("optim.name=sr-adamw", "train.precision=bf16-pure"), 0.0, 1e-3, 2e-3),
+STEP1_ULPS = 4
+"""Step 1 starts from the same weights, so its loss differs only by the order of the
+float32 sums: one process adds its 4 micro-batch losses in turn, two ranks add 2 each and
+then all-reduce ((m1 + m2) + (m3 + m4) vs ((m1 + m2) + m3) + m4). Each reordered addition
+rounds at most half an ulp of the running sum, so 4 ulps of the loss bounds it. A 0.0
+tolerance held on some CPUs and not others (the matmul kernels set the micro losses'
+last bits); any real divergence (wrong init, wrong shard) is orders larger."""
+CASES = {  # name: (overrides, step-1 tolerance (None: STEP1_ULPS), step-2, all-steps tolerance)
+    "adamw": (("optim.name=adamw",), None, 1e-5, 1e-5),
+    "muon": (("optim.name=muon", "optim.lr=0.02"), None, 1e-4, 1e-3),
+    "scion": (("optim.name=scion", "optim.lr=0.01"), None, 1e-4, 5e-2),
+    "sr-adamw": (("optim.name=sr-adamw", "train.precision=bf16-pure"), None, 1e-3, 2e-3),
     "adamw-bf16": (("optim.name=adamw", "train.precision=bf16-autocast"), 1e-4, 5e-3, 1e-2),
 }
 RESUMED = "muon"  # the resume scenario's optimizer: Muon's fsdp mode and its AdamW groups
@@ -115,7 +123,9 @@ def test_fsdp_two_ranks_match_one_process(runs, name):
     diff = (a["train_loss"] - b["train_loss"]).abs()
     print(f"{name}: |loss FSDP(2) - 1 process| per step: {[f'{d:.1e}' for d in diff]}")
     _, first, second, every = CASES[name]
-    assert diff[0] <= first  # the same init: exact in fp32
+    if first is None:  # the same init: equal up to the order of fp32 sums (STEP1_ULPS)
+        first = STEP1_ULPS * float(np.finfo(np.float32).eps) * abs(float(b["train_loss"][0]))
+    assert diff[0] <= first
     assert diff[1] <= second
     assert diff.max() <= every
     ea, eb = (pl.read_parquet(d / "evals.parquet")["loss"] for d in (sharded, single))

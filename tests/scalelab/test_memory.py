@@ -218,8 +218,8 @@ def test_200M_tokens_plan_shows_gib_per_gpu_and_fits_80(capsys, monkeypatch, tmp
     from pathlib import Path
 
     from scalelab.cli import main
-    from scalelab.sweep.plan import expand
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.spec.load import load_spec
 
     spec_path = Path(__file__).resolve().parents[2] / "sweeps" / "200M_tokens.yaml"
     t = expand(load_spec(spec_path)).table

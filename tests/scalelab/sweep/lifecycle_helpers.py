@@ -55,8 +55,9 @@ def write_spec(path: Path, name: str, *, base: dict | None = None, grid: dict | 
 
 
 def plan_of(spec_path: Path):
-    from scalelab.sweep.plan import dataset_facts, expand
-    from scalelab.sweep.spec import load_spec
+    from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.spec.load import load_spec
 
     spec = load_spec(spec_path)
     return expand(spec, datasets=dataset_facts(spec))

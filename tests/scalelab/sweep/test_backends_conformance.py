@@ -19,9 +19,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_helpers import plan_of, scalelab, slurm_reason, wait_for_jobs, write_spec
 
-from scalelab.sweep.collect import collect
-from scalelab.sweep.launch import execute
-from scalelab.sweep.status import sweep_states
+from scalelab.sweep.view.collect import collect
+from scalelab.sweep.run.launch import execute
+from scalelab.sweep.view.status import sweep_states
 from scalelab.train.records import read_table
 
 COMPARED = ["run_id", "run_dir", "state", "N", "D_total", "steps_done", "final_loss", "best_loss"]

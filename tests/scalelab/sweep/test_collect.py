@@ -13,7 +13,7 @@ from lifecycle_helpers import cli
 
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.status import State, update_status
-from scalelab.sweep.collect import collect
+from scalelab.sweep.view.collect import collect
 
 CONTRACT = ["run_id", "name", "state", "N", "N_non_embedding", "D_unique", "D_total", "epochs", "flops",
             "final_loss", "best_loss", "steps_done", "wall_time_s", "member"]

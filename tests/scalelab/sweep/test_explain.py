@@ -7,7 +7,7 @@ from scalelab import strict
 from scalelab.cli import main
 from scalelab.config import RunConfig, load_run_config
 from scalelab.identity import short_id
-from scalelab.sweep.explain import diff_configs, explain
+from scalelab.sweep.view.explain import diff_configs, explain
 
 
 def write(path, **overrides):

@@ -19,10 +19,10 @@ from lifecycle_helpers import FAKE, cli, plan_of, write_spec
 from test_sbatch_golden import CASES, check_golden, normalise
 
 from scalelab.store.status import read_status
-from scalelab.sweep.backends.slurm import SlurmBackend, scheduler_states
-from scalelab.sweep.job import JobSpec, SlurmRun
-from scalelab.sweep.launch import execute
-from scalelab.sweep.lock import read_claim, refresh
+from scalelab.sweep.run.backends.slurm import SlurmBackend, scheduler_states
+from scalelab.sweep.run.job import JobSpec, SlurmRun
+from scalelab.sweep.run.launch import execute
+from scalelab.sweep.run.lock import read_claim, refresh
 
 
 def _calls(state: Path, name: str) -> list[str]:
@@ -45,7 +45,7 @@ def test_one_array_matches_golden_and_pickles_a_checkpointable_job(fake_slurm, t
     check_golden("array_cpu", normalise(script, (tmp_path / "sw").resolve(), sys.executable))
     code = backend.code_dir
     assert code.parent == (tmp_path / "sw" / "code").resolve()
-    assert (code / "scalelab" / "sweep" / "job.py").exists() and (code / "MANIFEST").exists()
+    assert (code / "scalelab" / "sweep" / "run" / "job.py").exists() and (code / "MANIFEST").exists()
     with open(tmp_path / "sw" / "jobs" / "100_3" / "100_3_submitted.pkl", "rb") as fh:
         delayed = pickle.load(fh)
     assert isinstance(delayed.function, SlurmRun)
@@ -125,7 +125,7 @@ def test_refused_submission_is_one_line_and_keeps_what_was_queued(fake_slurm, tm
 def test_a_concurrent_launch_submission_is_never_broken(fake_slurm, tmp_path, monkeypatch):
     """Another launch claims and submits run 0 after our one poll: its claim carries a job
     id our poll never saw, and must still stop us (no duplicate submission)."""
-    from scalelab.sweep import launch as launch_mod
+    from scalelab.sweep.run import launch as launch_mod
 
     spec = write_spec(tmp_path / "s.yaml", "s", launcher={"executor": "slurm"})
     plan = plan_of(spec)

@@ -16,12 +16,12 @@ from _waits import CEILING_S, wait_until
 from lifecycle_helpers import FAKE, PYTHON, cli, fake_env, fake_progress, plan_of, write_spec
 
 from scalelab.store.status import State, read_status, update_status
-from scalelab.sweep import observe as observe_mod
-from scalelab.sweep.backends import Hooks
-from scalelab.sweep.backends.debug import DebugBackend
-from scalelab.sweep.launch import decide, execute
-from scalelab.sweep.lock import CLAIM_FILE, read_claim, try_claim
-from scalelab.sweep.sections import LauncherConfig
+from scalelab.sweep.run import observe as observe_mod
+from scalelab.sweep.run.backends import Hooks
+from scalelab.sweep.run.backends.debug import DebugBackend
+from scalelab.sweep.run.launch import decide, execute
+from scalelab.sweep.run.lock import CLAIM_FILE, read_claim, try_claim
+from scalelab.sweep.spec.sections import LauncherConfig
 
 FAKE_BASE = {"model": {"preset": "cpu-50k"}, "data": {"vocab_size": 256, "unique_tokens": 1024, "seq_len": 16},
              "extra": {"fake_steps": 4}}
@@ -119,8 +119,8 @@ def test_scheduler_cancel_verdict_is_persisted(tmp_path, monkeypatch):
 
 _LAUNCH = """
 import sys
-from scalelab.sweep.launch import execute, plan_from_disk
-from scalelab.sweep.sections import LauncherConfig
+from scalelab.sweep.run.launch import execute, plan_from_disk
+from scalelab.sweep.spec.sections import LauncherConfig
 report = execute(plan_from_disk(sys.argv[1]), sys.argv[1], LauncherConfig(executor="local"), wait=True,
                  target="fake_train:train", progress=False)
 print(report.results)

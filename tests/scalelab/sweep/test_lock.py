@@ -11,7 +11,7 @@ import time
 
 from _waits import CEILING_S
 
-from scalelab.sweep.lock import CLAIM_FILE, Claim, is_live, read_claim, refresh, release, try_claim
+from scalelab.sweep.run.lock import CLAIM_FILE, Claim, is_live, read_claim, refresh, release, try_claim
 
 
 def _dead_pid() -> int:

@@ -11,9 +11,10 @@ from rich.console import Console
 from scalelab.config import OptimConfig, RunConfig
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json, identity_dict, run_dir_name, run_id, short_id
-from scalelab.sweep.plan import DatasetFacts, expand
-from scalelab.sweep.render import plan_summary, render_plan
-from scalelab.sweep.spec import load_spec, parse_spec
+from scalelab.sweep.plan.datasets import DatasetFacts
+from scalelab.sweep.plan.expand import expand
+from scalelab.sweep.view.render import plan_summary, render_plan
+from scalelab.sweep.spec.load import load_spec, parse_spec
 
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 DEFAULT = {("default", 65536): DatasetFacts(vocab_size=256, train_tokens=10_000_000)}
@@ -36,7 +37,8 @@ def hand_params_and_flops(d, ff, layers, heads, kv, vocab, seq):
 
 
 def test_200M_tokens_plan_matches_hand_computation():
-    from scalelab.sweep.blocks import TOP_BLOCK, expand_blocks
+    from scalelab.sweep.spec.blocks import TOP_BLOCK
+    from scalelab.sweep.plan.blocks import expand_blocks
 
     spec = load_spec(SWEEPS / "200M_tokens.yaml")
     t = expand_blocks(spec).table.filter(pl.col("block") == TOP_BLOCK) if spec.blocks \
@@ -69,8 +71,8 @@ def test_200M_tokens_plan_matches_hand_computation():
 
 def test_dry_run_prints_the_plan(tmp_path, monkeypatch, capsys):
     from scalelab.cli import main
-    from scalelab.sweep.blocks import expand_blocks
-    from scalelab.sweep.render import human
+    from scalelab.sweep.plan.blocks import expand_blocks
+    from scalelab.sweep.view.render import human
 
     monkeypatch.setenv("COLUMNS", "250")
     with pytest.raises(SystemExit) as code:

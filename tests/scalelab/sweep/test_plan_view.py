@@ -27,7 +27,7 @@ from polars.testing import assert_frame_equal
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_helpers import cli
 
-from scalelab.sweep.plan import load_plan
+from scalelab.sweep.plan.expand import load_plan
 
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plan_200M_tokens.txt"

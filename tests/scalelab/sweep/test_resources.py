@@ -1,4 +1,4 @@
-"""Resources per block and per run (scalelab/sweep/resources.py): block launchers, derive
+"""Resources per block and per run (scalelab/sweep/plan/resources.py): block launchers, derive
 rules on launcher keys, setup lines and env. They change submissions, never run ids.
 
 The sbatch scripts come from the recording fake ``sbatch`` (conftest.py) and are
@@ -26,13 +26,14 @@ from lifecycle_helpers import FAKE, cli, fake_env
 from test_sbatch_golden import GOLDEN, check_golden, normalise
 
 from scalelab.errors import UserError
-from scalelab.sweep import resources
-from scalelab.sweep.backends.debug import DebugBackend
-from scalelab.sweep.backends.slurm import SlurmBackend
-from scalelab.sweep.launch import LAUNCHER_INPUT, execute, plan_from_disk
-from scalelab.sweep.plan import expand
-from scalelab.sweep.sections import LauncherConfig
-from scalelab.sweep.spec import parse_spec
+from scalelab.sweep.plan import resources
+from scalelab.sweep.spec import launcher as launcher_keys
+from scalelab.sweep.run.backends.debug import DebugBackend
+from scalelab.sweep.run.backends.slurm import SlurmBackend
+from scalelab.sweep.run.launch import LAUNCHER_INPUT, execute, plan_from_disk
+from scalelab.sweep.plan.expand import expand
+from scalelab.sweep.spec.sections import LauncherConfig
+from scalelab.sweep.spec.load import parse_spec
 
 BASE = {
     "model": {"preset": "cpu-50k"},
@@ -189,13 +190,13 @@ def test_no_launcher_key_enters_a_run_id(name, value):
     before = _ids(tree)
     top = {**tree, "launcher": {name: value}}
     assert _ids(top) == before
-    if name in resources.SWEEP_WIDE:
+    if name in launcher_keys.SWEEP_WIDE:
         return
     in_block = json.loads(json.dumps(tree))
     in_block["blocks"][0]["launcher"] = {name: value}
     assert _ids(in_block) == before
-    key = resources.PREFIX + name
-    if key in resources.numeric_keys():
+    key = launcher_keys.PREFIX + name
+    if key in launcher_keys.numeric_keys():
         derived = {**tree, "derive": {key: "4 if N < 1e5 else 8"}}
         plan = expand(_spec(derived))
         assert list(zip(plan.table["run_id"], plan.table["run_dir"])) == before
@@ -313,7 +314,7 @@ def test_dry_run_shows_resources_per_group(tmp_path, capsys, monkeypatch):
 
 def test_launcher_errors_outside_specs_are_user_errors():
     with pytest.raises(UserError, match="launcher.time_min: expected a positive number"):
-        resources.check_launcher(LauncherConfig(time_min=0))
+        launcher_keys.check_launcher(LauncherConfig(time_min=0))
 
 
 def test_distillation_stages_keep_each_runs_resources_and_their_dependencies(fake_slurm, tmp_path):

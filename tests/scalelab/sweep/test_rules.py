@@ -1,11 +1,11 @@
-"""Derive rules: the safe expression language (scalelab/sweep/rules.py)."""
+"""Derive rules: the safe expression language (scalelab/sweep/spec/rules.py)."""
 
 import math
 
 import pytest
 
 from scalelab.errors import UserError
-from scalelab.sweep.rules import order_rules, parse_rule
+from scalelab.sweep.spec.rules import order_rules, parse_rule
 
 KNOWN = ["model.d_model", "optim.lr", "data.epochs", "data.unique_tokens"]
 

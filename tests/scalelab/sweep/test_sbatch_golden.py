@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scalelab.sweep.backends.slurm import render_sbatch
-from scalelab.sweep.sections import LauncherConfig
+from scalelab.sweep.run.backends.slurm import render_sbatch
+from scalelab.sweep.spec.sections import LauncherConfig
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

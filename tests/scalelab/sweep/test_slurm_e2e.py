@@ -33,8 +33,8 @@ from lifecycle_helpers import (  # noqa: F401
 )
 
 from scalelab.store.status import read_status
-from scalelab.sweep.launch import execute
-from scalelab.sweep.status import sweep_states
+from scalelab.sweep.run.launch import execute
+from scalelab.sweep.view.status import sweep_states
 from scalelab.train.records import read_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm"), pytest.mark.usefixtures("slurm_cluster")]
@@ -52,7 +52,7 @@ def test_two_tasks_train_one_run_with_torchrun_env(tmp_path):
     assert read_status(run)["world_size"] == 2
     job = report.handles[0].job_id
     for rank in (0, 1):  # each task started a trainer
-        assert "[scalelab.sweep.job]" in (sweep / "jobs" / job / f"{job}_{rank}_log.out").read_text()
+        assert "[scalelab.sweep.run.job]" in (sweep / "jobs" / job / f"{job}_{rank}_log.out").read_text()
     assert read_table(run, "metrics")["step"].to_list() == list(range(1, 33))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from scalelab.errors import UserError
-from scalelab.sweep.spec import load_spec, parse_spec
+from scalelab.sweep.spec.load import load_spec, parse_spec
 
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 

@@ -15,8 +15,8 @@ from lifecycle_helpers import cli
 
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.status import State, update_status
-from scalelab.sweep import observe as observe_mod
-from scalelab.sweep.status import GLYPHS, grid_axes, render_status, sweep_states
+from scalelab.sweep.run import observe as observe_mod
+from scalelab.sweep.view.status import GLYPHS, grid_axes, render_status, sweep_states
 
 CYCLE = ["COMPLETED", "RUNNING", "FAILED", "DIVERGED", "PREEMPTED", None]
 

@@ -11,7 +11,7 @@ import polars as pl
 from rich.console import Console
 
 from scalelab.store.atomic import write_parquet_atomic
-from scalelab.sweep.status import render_status, sweep_states
+from scalelab.sweep.view.status import render_status, sweep_states
 
 
 def make_block_sweep(root: Path) -> Path:

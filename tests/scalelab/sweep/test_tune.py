@@ -8,9 +8,9 @@ import optuna
 import pytest
 
 from scalelab.cli import main
-from scalelab.sweep.coordinate import CoordinateSearch, coordinate_search
-from scalelab.sweep.spec import parse_spec
-from scalelab.sweep.tune import JOURNAL, tune
+from scalelab.tune.coordinate import CoordinateSearch, coordinate_search
+from scalelab.sweep.spec.load import parse_spec
+from scalelab.tune.study import JOURNAL, tune
 
 E = [1, 2, 4, 8, 16, 32, 64]
 LR = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2]

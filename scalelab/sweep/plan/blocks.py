@@ -1,0 +1,67 @@
+"""Expansion of a spec with ``blocks`` (``scalelab.sweep.spec.blocks``): each block is
+expanded as a grid of its own, run names get the block's prefix, distillation teachers are
+resolved across blocks, and a run that two blocks share runs once (the first block owns it).
+The plans are concatenated, with a ``block`` column."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import polars as pl
+
+from scalelab.distill.resolve import resolve_teachers
+from scalelab.errors import UserError
+from scalelab.identity import run_dir_name, short_id
+from scalelab.store.layout import BLOCK_COLUMN, RUNS_FOLDER
+from scalelab.sweep.plan.grid import expand_grid
+from scalelab.sweep.plan.table import Plan
+from scalelab.sweep.spec.blocks import TOP_BLOCK
+
+__all__ = ["expand_blocks"]
+
+
+def _block_name(block: str, run_name: str, sweep_name: str) -> str:
+    return block if run_name == sweep_name else f"{block}_{run_name}"
+
+
+def expand_blocks(spec: Any, datasets: Any = None):
+    """Concatenate the plans of ``spec.blocks`` (see the module docstring)."""
+    configs: list = []
+    derived: list = []
+    launchers: list = []
+    tables: list[pl.DataFrame] = []
+    axes: list[str] = []
+    owner: dict[str, str] = {}
+    parts = list(spec.blocks)
+    if spec.grid or spec.zip:  # the top level's own axes: the first block
+        parts.insert(0, (TOP_BLOCK, dataclasses.replace(spec, blocks=())))
+    for name, block in parts:
+        plan = expand_grid(block, datasets)
+        block_cfgs = [dataclasses.replace(c, name=_block_name(name, c.name, block.name)) for c in plan.configs]
+        resolved = []
+        for c in block_cfgs:
+            try:
+                resolved.append(resolve_teachers(c, configs + block_cfgs))
+            except UserError as err:
+                raise spec.error(f"block '{name}', run '{c.name}': {err.detail}", f"blocks.{name}.base.distill.teacher") from None
+        ids = [short_id(c) for c in resolved]
+        keep = [i for i, rid in enumerate(ids) if rid not in owner]  # shared runs run once
+        for i in keep:
+            owner[ids[i]] = name
+        table = plan.table.with_columns(
+            pl.Series("run_id", ids),
+            pl.Series("name", [c.name for c in resolved]),
+            pl.Series("run_dir", [f"{RUNS_FOLDER}/{run_dir_name(c)}" for c in resolved]),
+            pl.lit(name).alias(BLOCK_COLUMN),
+        )[keep]
+        configs += [resolved[i] for i in keep]
+        derived += [plan.derived[i] for i in keep]
+        launchers += [plan.launchers[i] for i in keep]
+        tables.append(table)
+        axes += [a for a in plan.axes if a not in axes]
+    table = pl.concat(tables, how="diagonal_relaxed")
+    front = ["run_id", "name", "run_dir", BLOCK_COLUMN]
+    table = table.select(front + [c for c in table.columns if c not in front])
+    return Plan(spec=spec, configs=configs, table=table, derived=derived,
+                axes=tuple([BLOCK_COLUMN] + axes), launchers=launchers)

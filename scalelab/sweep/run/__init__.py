@@ -1,0 +1,4 @@
+"""Stage 3, running a plan: ``launch`` (decide and submit), ``lock`` (one owner per run),
+``job`` (what a job runs), ``observe`` (a run's state), ``snapshot`` (code at submit) and
+the ``backends`` (debug, local, Slurm via submitit). Imports the spec and plan stages
+(docs/architecture.md)."""

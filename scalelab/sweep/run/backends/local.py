@@ -1,0 +1,131 @@
+"""The local backend: each run in its own process, at most ``max_parallel`` at once.
+
+The processes run ``python -m scalelab.sweep.run.job RUN_DIR`` in a new session, so a
+ctrl-C reaches only the launcher, which then asks every running trainer to stop at a
+checkpoint (SIGTERM -> PREEMPTED, resumable by the next launch), waits for them, and
+re-raises. Each run's output goes to ``<run_dir>/job.log``; its process gets the
+launcher's ``env`` over this one's environment (``setup`` lines are for Slurm jobs).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scalelab.sweep.run.backends.base import Backend, Handle, Hooks, job_env
+from scalelab.sweep.run.job import JobSpec, command, settle
+
+__all__ = ["LocalBackend"]
+
+_POLL_S = 0.1
+_TICK_S = 30.0
+_STOP_GRACE_S = 60.0
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, max_parallel: int | None = None, *, python: str | None = None,
+                 progress: bool = True) -> None:
+        self.max_parallel = max(1, max_parallel or os.cpu_count() or 1)
+        self.python = python
+        self.progress = progress
+        self._queued: dict[str, JobSpec] = {}
+        self._env: dict[str, dict[str, str]] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._done: dict[str, str] = {}
+        self._count = 0
+
+    def submit(self, jobs: Sequence[JobSpec], launcher: Any = None) -> list[Handle]:
+        handles = []
+        for job in jobs:
+            handle = Handle(job.run_id, job.run_dir, f"local-{os.getpid()}-{self._count}", self.name)
+            self._count += 1
+            self._queued[handle.job_id] = job
+            self._env[handle.job_id] = job_env(launcher)
+            handles.append(handle)
+        return handles
+
+    def poll(self, handles: Sequence[Handle]) -> dict[str, str]:
+        out = {}
+        for h in handles:
+            proc = self._procs.get(h.job_id)
+            if h.job_id in self._done:
+                out[h.job_id] = self._done[h.job_id]
+            elif proc is not None:
+                out[h.job_id] = "RUNNING"
+            else:
+                out[h.job_id] = "PENDING" if h.job_id in self._queued else "UNKNOWN"
+        return out
+
+    def wait(self, handles: Sequence[Handle], hooks: Hooks | None = None) -> dict[str, str]:
+        hooks = hooks or Hooks()
+        todo = deque(h for h in handles if h.job_id in self._queued)
+        if not todo:
+            return {h.run_id: self._done.get(h.job_id, "UNKNOWN") for h in handles}
+        running: dict[str, Handle] = {}
+        bar = Progress(TextColumn("[bold]local[/] {task.description}"), BarColumn(),
+                       MofNCompleteColumn(), TimeElapsedColumn(), disable=not self.progress)
+        last_tick = time.monotonic()
+        try:
+            with bar:
+                task = bar.add_task("runs", total=len(todo))
+                while todo or running:
+                    while todo and len(running) < self.max_parallel:
+                        handle = todo.popleft()
+                        self._start(handle, hooks)
+                        running[handle.job_id] = handle
+                    for job_id in [j for j, p in self._procs.items() if p.poll() is not None]:
+                        self._finish(running.pop(job_id), hooks)
+                        bar.advance(task)
+                    if time.monotonic() - last_tick > _TICK_S:
+                        hooks.tick()
+                        last_tick = time.monotonic()
+                    time.sleep(_POLL_S)
+        except BaseException:
+            self._stop_all(running, hooks)
+            raise
+        return {h.run_id: self._done.get(h.job_id, "UNKNOWN") for h in handles}
+
+    def _start(self, handle: Handle, hooks: Hooks) -> None:
+        job = self._queued.pop(handle.job_id)
+        extra = self._env.pop(handle.job_id, {})
+        log = open(Path(job.run_dir) / "job.log", "ab")  # noqa: SIM115 - owned by the child
+        try:
+            proc = subprocess.Popen(command(job, self.python), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**os.environ, **extra} if extra else None)
+        finally:
+            log.close()
+        self._procs[handle.job_id] = proc
+        hooks.started(handle, proc.pid)
+
+    def _finish(self, handle: Handle, hooks: Hooks, stopping: bool = False) -> None:
+        proc = self._procs.pop(handle.job_id)
+        state = settle(handle.run_dir, proc.returncode, stopping=stopping).value
+        self._done[handle.job_id] = state
+        hooks.finished(handle, state)
+
+    def _stop_all(self, running: dict[str, Handle], hooks: Hooks) -> None:
+        """Ask each trainer to checkpoint and stop; kill the ones that do not in time."""
+        for job_id in running:
+            proc = self._procs[job_id]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_GRACE_S
+        for job_id, handle in list(running.items()):
+            proc = self._procs[job_id]
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self._finish(handle, hooks, stopping=True)

@@ -1,0 +1,319 @@
+"""Launch a plan idempotently: diff against disk, claim, submit.
+
+``decide`` says, for every run of the plan, launch or skip and why, from what is on
+disk (status.json, claims) and one scheduler poll. ``execute`` then claims each run it
+launches with an atomic per-run claim (``scalelab.sweep.run.lock``), re-reads the run's
+status under the claim (a concurrent launch may have finished it meanwhile), and hands
+the claimed runs to a backend. Two launches of one sweep at the same time therefore
+execute each run exactly once, and a relaunch after everything finished submits nothing.
+With ``executor: auto``, every launch says on stderr which backend it chose and why
+(``backends.ExecutorChoice.line``), and so when a CPU-only sweep goes to Slurm.
+Each run goes out with its own launcher (``Plan.launchers``, recorded as
+``<run>/launcher.yaml`` for ``retry``); runs whose launchers submit differently are
+handed to the backend as separate groups, i.e. separate job arrays on Slurm
+(``scalelab.sweep.plan.resources.groups``).
+
+Launch rules (a plain ``scalelab sweep``):
+  new -> launch; COMPLETED, DIVERGED -> skip; held by a live claim -> skip;
+  PREEMPTED, TIMEOUT (and RUNNING runs nobody executes) -> launch, resuming the checkpoint;
+  FAILED, CANCELLED -> skip unless ``retry_failed``.
+``retry`` (``retry_failed``/``retry_preempted``) relaunches only runs in those states.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from scalelab import strict
+from scalelab.errors import UserError
+from scalelab.store.layout import PLAN_FILE
+from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
+from scalelab.store.status import State, read_status, update_status
+from scalelab.sweep.run.backends import Backend, Handle, Hooks, backend_for, choose_executor
+from scalelab.sweep.run.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
+from scalelab.sweep.run.lock import Claim, refresh, release, try_claim
+from scalelab.sweep.run.observe import RunView, observe
+from scalelab.sweep.plan.resources import groups, launchers_of
+from scalelab.sweep.spec.sections import LauncherConfig
+
+__all__ = [
+    "LAUNCHER_INPUT",
+    "PLAN_FILE",
+    "DiskPlan",
+    "LaunchReport",
+    "cpu_only",
+    "decide",
+    "execute",
+    "plan_from_disk",
+    "read_plan",
+    "sweep_dir_for",
+    "write_plan",
+]
+
+LAUNCHER_INPUT = "launcher.yaml"
+"""A run's resolved launcher as last launched (operational; read back by ``retry``)."""
+
+
+def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: str | None = None) -> Path:
+    """``<root>/<name>``: root from the argument, else $SCALELAB_ROOT, else the spec's
+    ``launcher.root``, else ./runs."""
+    base = root or os.environ.get("SCALELAB_ROOT") or launcher_root or "runs"
+    return Path(base) / name
+
+
+def read_plan(sweep_dir: str | Path) -> pl.DataFrame:
+    """``<sweep>/plan.parquet``; a UserError when the folder is not a sweep."""
+    path = Path(sweep_dir) / PLAN_FILE
+    if not path.exists():
+        raise UserError(f"{sweep_dir}: not a sweep directory (no {PLAN_FILE}; run `scalelab sweep SPEC` first)")
+    return pl.read_parquet(path)
+
+
+def write_plan(table: pl.DataFrame, sweep_dir: Path) -> None:
+    """Merge ``table`` into ``<sweep>/plan.parquet`` (rows of earlier plans are kept)."""
+    path = sweep_dir / PLAN_FILE
+    if path.exists():
+        old = pl.read_parquet(path)
+        table = pl.concat([old, table], how="diagonal_relaxed").unique("run_id", keep="last",
+                                                                       maintain_order=True)
+    write_parquet_atomic(path, table)
+
+
+def _rule(view: RunView, retry_failed: bool, retry_preempted: bool) -> tuple[str, str]:
+    retry = retry_failed or retry_preempted
+    state = view.state
+    if state in (State.COMPLETED.value, State.DIVERGED.value):
+        return "skip", state.lower()
+    if view.live:
+        claim = view.claim
+        who = (f"job {view.job_id}" if claim is None or claim.job_id else f"pid {claim.pid} on {claim.host}")
+        return "skip", f"{state.lower()}: claimed by {who}"
+    if state is None:
+        return ("skip", "not started (retry only reruns failed/preempted runs)") if retry else ("launch", "new")
+    if state in (State.FAILED.value, State.CANCELLED.value):
+        if retry_failed:
+            return "launch", f"retry ({state.lower()})"
+        return "skip", f"{state.lower()} (retry --failed reruns it)"
+    if state in (State.PREEMPTED.value, State.TIMEOUT.value):
+        if retry and not retry_preempted:
+            return "skip", f"{state.lower()} (retry --preempted resumes it)"
+        return "launch", f"resume ({view.note or state.lower()})"
+    return "skip", f"{state.lower()}"
+
+
+def _table(plan: Any) -> pl.DataFrame:
+    return plan.table if hasattr(plan, "table") else plan
+
+
+def decide(plan: Any, sweep_dir: str | Path, *, retry_failed: bool = False,
+           retry_preempted: bool = False, views: Sequence[RunView] | None = None) -> pl.DataFrame:
+    """One row per plan row: run_id, name, run_dir, state, action ('launch'|'skip'), reason."""
+    table = _table(plan)
+    sweep_dir = Path(sweep_dir)
+    if views is None:
+        views = observe(sweep_dir / d for d in table["run_dir"])
+    rows = [_rule(v, retry_failed, retry_preempted) for v in views]
+    return pl.DataFrame({
+        "run_id": table["run_id"],
+        "name": table["name"],
+        "run_dir": table["run_dir"],
+        "state": pl.Series([v.state for v in views], dtype=pl.String),
+        "action": [a for a, _ in rows],
+        "reason": [r for _, r in rows],
+    })
+
+
+class ReportCounts:
+    """``launched`` and ``skipped`` of a report that has ``handles`` and ``decisions``."""
+
+    @property
+    def launched(self) -> list[str]:
+        return [h.run_id for h in self.handles]
+
+    @property
+    def skipped(self) -> int:
+        return self.decisions.height - len(self.handles)
+
+
+@dataclass
+class LaunchReport(ReportCounts):
+    """What ``execute`` did."""
+
+    sweep_dir: Path
+    backend: str
+    decisions: pl.DataFrame
+    """``decide``'s table, updated with the outcome of claiming."""
+    handles: list[Handle] = field(default_factory=list)
+    results: dict[str, str] = field(default_factory=dict)
+    """run_id -> final state, for the runs waited on."""
+
+
+class _ClaimHooks(Hooks):
+    """Keeps the launcher's claims current while a blocking backend executes them."""
+
+    def __init__(self, claims: dict[str, tuple[Path, Claim]]) -> None:
+        self.claims = claims
+
+    def started(self, handle: Handle, pid: int | None) -> None:
+        run_dir, claim = self.claims[handle.run_id]
+        self.claims[handle.run_id] = (run_dir, refresh(run_dir, claim, worker_pid=pid))
+
+    def finished(self, handle: Handle, state: str) -> None:
+        run_dir, claim = self.claims.pop(handle.run_id, (None, None))
+        if claim is not None:
+            release(run_dir, claim)
+
+    def tick(self) -> None:
+        for run_id, (run_dir, claim) in list(self.claims.items()):
+            self.claims[run_id] = (run_dir, refresh(run_dir, claim))
+
+
+def _persist_verdicts(views: Sequence[RunView]) -> list[RunView]:
+    """Write scheduler verdicts (e.g. CANCELLED) into status.json and drop stale claims;
+    returns the views as they now are on disk."""
+    out = []
+    for v in views:
+        if v.note.startswith("scheduler:") and v.disk_state != v.state:
+            v = replace(v, status=update_status(v.run_dir, State(v.state), scheduler_state=v.sched))
+        if v.claim is not None and not v.live and v.state != State.RUNNING.value:
+            release(v.run_dir, v.claim)
+            v = replace(v, claim=None)
+        out.append(v)
+    return out
+
+
+def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
+            retry_failed: bool = False, retry_preempted: bool = False,
+            executor: str | None = None, backend: Backend | None = None,
+            target: str = DEFAULT_TARGET, progress: bool = True) -> LaunchReport:
+    """Launch the plan's runs that need it; skip the rest (see the module docstring).
+
+    ``plan`` has ``.table`` (plan.parquet's rows, with ``run_id``, ``name``, ``run_dir``
+    relative to the sweep), ``.configs`` (one RunConfig per row) and optionally
+    ``.launchers`` (one per row; ``launcher`` otherwise). ``launcher`` also picks the
+    backend. On Slurm with ``wait=False`` this returns once the jobs are queued.
+    """
+    sweep_dir = Path(sweep_dir).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    table = _table(plan)
+    configs = list(plan.configs)
+    launchers = launchers_of(plan, launcher)
+    write_plan(table, sweep_dir)
+    backend = backend or _chosen_backend(launcher, sweep_dir, executor, configs, progress=progress)
+    views = _persist_verdicts(observe(sweep_dir / d for d in table["run_dir"]))
+    decisions = decide(table, sweep_dir, retry_failed=retry_failed,
+                       retry_preempted=retry_preempted, views=views)
+
+    claims: dict[str, tuple[Path, Claim]] = {}
+    jobs: list[JobSpec] = []
+    job_launchers: list[LauncherConfig] = []
+    actions, reasons = decisions["action"].to_list(), decisions["reason"].to_list()
+    for i, row in enumerate(decisions.iter_rows(named=True)):
+        if row["action"] != "launch":
+            continue
+        run_dir = sweep_dir / row["run_dir"]
+        # alive_jobs=None: a job-id claim here is newer than our poll (stale ones were
+        # dropped above), i.e. a concurrent launch's submission: never break it
+        claim = try_claim(run_dir, backend=backend.name, alive_jobs=None)
+        if claim is None:
+            actions[i], reasons[i] = "skip", "claimed by a concurrent launch"
+            continue
+        now = read_status(run_dir)
+        before = views[i].status
+        if now != before:
+            release(run_dir, claim)  # someone ran it between our look and our claim
+            actions[i], reasons[i] = "skip", f"changed meanwhile ({(now or {}).get('state', '?').lower()})"
+            continue
+        write_yaml_atomic(run_dir / CONFIG_INPUT, strict.to_dict(configs[i]))
+        write_yaml_atomic(run_dir / LAUNCHER_INPUT, strict.to_dict(launchers[i]))
+        claims[row["run_id"]] = (run_dir, claim)
+        jobs.append(JobSpec(row["run_id"], row["name"], str(run_dir), target))
+        job_launchers.append(launchers[i])
+    decisions = decisions.with_columns(pl.Series("action", actions), pl.Series("reason", reasons))
+    report = LaunchReport(sweep_dir, backend.name, decisions)
+
+    try:
+        report.handles = _submit_grouped(backend, jobs, job_launchers)
+    except BaseException as err:
+        queued = {h.run_id: h for h in getattr(err, "handles", [])}  # SubmitError: some went out
+        for run_id, (run_dir, claim) in claims.items():
+            if run_id in queued:
+                refresh(run_dir, claim, job_id=queued[run_id].job_id)
+            else:
+                release(run_dir, claim)
+        raise
+    if backend.returns_at_once:
+        for h in report.handles:
+            run_dir, claim = claims[h.run_id]
+            claims[h.run_id] = (run_dir, refresh(run_dir, claim, job_id=h.job_id))
+        if not wait:
+            return report
+        report.results = backend.wait(report.handles)
+        return report
+    report.results = backend.wait(report.handles, _ClaimHooks(claims))
+    return report
+
+
+def _chosen_backend(launcher: Any, sweep_dir: Path, executor: str | None, configs: Sequence[Any], *,
+                    progress: bool) -> Backend:
+    """The backend for ``executor`` (else ``launcher.executor``); when ``auto`` chose it,
+    one line on stderr says which and why (and when a CPU-only sweep goes to Slurm)."""
+    choice = choose_executor(executor or launcher.executor)
+    line = choice.line(cpu_only=cpu_only(configs))
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    return backend_for(choice, launcher, sweep_dir, progress=progress)
+
+
+def cpu_only(configs: Sequence[Any]) -> bool:
+    """Whether every run (a ``RunConfig``) trains with ``train.device: cpu`` (False for none)."""
+    return bool(configs) and all(str(c.train.device).lower() == "cpu" for c in configs)
+
+
+def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> list[Handle]:
+    """One ``submit`` per resource group; a failure carries the handles queued before it
+    (``err.handles``), as a backend's own ``SubmitError`` does."""
+    handles: list[Handle] = []
+    for launcher, rows in groups(launchers):
+        try:
+            handles += backend.submit([jobs[i] for i in rows], launcher)
+        except BaseException as err:
+            err.handles = handles + list(getattr(err, "handles", []))
+            raise
+    return handles
+
+
+@dataclass(frozen=True)
+class DiskPlan:
+    """The runs of a sweep as launched before: plan.parquet rows that have a
+    ``config-input.yaml`` (what ``retry`` relaunches), with the launcher each was last
+    launched with (None: none recorded)."""
+
+    table: pl.DataFrame
+    configs: list
+    launchers: list
+
+
+def plan_from_disk(sweep_dir: str | Path) -> DiskPlan:
+    from scalelab.config import load_run_config
+
+    sweep_dir = Path(sweep_dir)
+    table = read_plan(sweep_dir)
+    keep = [(sweep_dir / d / CONFIG_INPUT).exists() for d in table["run_dir"]]
+    table = table.filter(pl.Series(keep))
+    configs = [load_run_config(sweep_dir / d / CONFIG_INPUT) for d in table["run_dir"]]
+    return DiskPlan(table, configs, [_read_launcher(sweep_dir / d) for d in table["run_dir"]])
+
+
+def _read_launcher(run_dir: Path) -> LauncherConfig | None:
+    path = run_dir / LAUNCHER_INPUT
+    if not path.exists():
+        return None
+    return strict.build(LauncherConfig, strict.load_yaml(path), file=str(path))

@@ -1,0 +1,238 @@
+"""The plan as rich renderables: what ``scalelab sweep SPEC --dry-run`` prints.
+
+- ``render_overview`` (the default): one row per (block, model size) with the run count,
+  N, the range of total tokens D, total FLOPs, GPU-hours and peak GiB per GPU, then one
+  compact column per axis that varies (a value, or ``×k`` for k values, listed under the
+  table), block subtotals and a total row (``scalelab.sweep.view.plan_view`` aggregates).
+- ``render_plan`` (``--runs``): one row per run: run id, name, the axis values, N,
+  D_unique, D_total, epochs, steps, FLOPs, GPU-hours, micro-batch, GiB per GPU, the run's
+  resources (``scalelab.sweep.plan.resources.describe``) and, when ``decisions``
+  (``scalelab.sweep.run.launch.decide``) are given, the action and its reason.
+
+Both end with the summary of the plan: runs, total FLOPs, total GPU-hours, the peak GiB
+per GPU, launch/skip counts, then one line per resource group (runs with one launcher: one
+job array, or more past MaxArraySize).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from scalelab.sweep.plan import resources
+from scalelab.sweep.view import plan_view
+from scalelab.sweep.plan.table import Plan
+
+__all__ = ["axis_labels", "human", "plan_summary", "render_overview", "render_plan"]
+
+_STATS = (("N", "N"), ("D_unique", "D_unique"), ("D_total", "D_total"), ("epochs", "E"),
+          ("steps", "steps"), ("flops", "FLOPs"), ("gpu_hours", "GPU-h"), ("micro_batch", "micro"),
+          ("gpu_gib", "GiB/GPU"))
+_LABELS = {"optim.lr": "lr", "optim.weight_decay": "wd", "data.unique_tokens": "U", "optim.name": "optim",
+           "train.batch_size": "bs", "data.seq_len": "T", "optim.scion_radii": "rho"}
+"""Compact headers of axis columns; any other axis is shown by its last dotted part."""
+_RESOURCES_TITLE = "resources (one Slurm job array per line):"
+
+
+def human(x: Any, digits: int = 4) -> str:
+    """Compact number: 154.1M, 2.1e19, 0.003 (``digits`` significant digits, one fewer
+    from 1e15 on); '-' for null."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    a = abs(x)
+    if a >= 1e15:
+        return _sci(x, digits - 1)
+    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if a >= div:
+            return f"{x / div:.{digits}g}{suffix}"
+    return f"{x:.{digits}g}" if isinstance(x, float) else str(x)
+
+
+def axis_labels(axes: Sequence[str]) -> list[str]:
+    """Compact headers for ``axes`` (lr, wd, U, epochs, ...); the full name where two
+    would read the same."""
+    short = [_LABELS.get(a, a.rsplit(".", 1)[-1]) for a in axes]
+    return [s if short.count(s) == 1 else a for a, s in zip(axes, short)]
+
+
+def plan_summary(plan: Plan, decisions: pl.DataFrame | None = None) -> str:
+    """One line: run count, total FLOPs, GPU-hours, the largest predicted GiB per GPU, and
+    launch/skip counts."""
+    t = plan.table
+    parts = [f"{t.height} runs", f"{human(t['flops'].sum())} FLOPs"]
+    hours = t["gpu_hours"]
+    if t.height and hours.null_count() < t.height:
+        parts.append(f"{hours.sum():,.0f} GPU-hours" if hours.sum() >= 10
+                     else f"{hours.sum():.3g} GPU-hours")
+    if t.height and "gpu_gib" in t.columns:
+        parts.append(f"peak {t['gpu_gib'].max():.1f} GiB/GPU")
+    if decisions is not None and decisions.height:
+        counts = dict(decisions.group_by("action").len().iter_rows())
+        parts.append(f"launch {counts.get('launch', 0)}, skip {counts.get('skip', 0)}")
+    return " · ".join(parts)
+
+
+def render_overview(plan: Plan, decisions: pl.DataFrame | None = None) -> Group:
+    """The default dry-run view: the (block, size) table, the values behind its ``×k``
+    cells, then the plan summary and resource groups (``decisions`` add launch/skip)."""
+    runs = plan_view.effective(plan.table, plan.configs, plan.axes)
+    rows = plan_view.by_size(runs, plan.axes)
+    axes = plan_view.varying_axes(runs, plan.axes)
+    blocks = plan_view.BLOCK in rows.columns
+    sizes = bool(rows["presets"].list.len().max()) or not blocks  # the first column when alone
+    hours = rows["gpu_hours"].null_count() < rows.height  # no GPU-h column without throughput
+    title = Text(f"plan: {plan.spec.name} (D: total tokens; GiB: predicted peak per GPU)")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for header in ["block"] * blocks + ["size"] * sizes:
+        table.add_column(header, no_wrap=True)
+    for header in ("runs", "N", "D", "FLOPs", *["GPU-h"] * hours, "GiB", *axis_labels(axes)):
+        table.add_column(header, justify="right", no_wrap=True)
+    groups = rows.partition_by(plan_view.BLOCK, maintain_order=True) if blocks else [rows]
+    for group in groups:
+        for i, row in enumerate(group.iter_rows(named=True)):
+            label = [row[plan_view.BLOCK] if i == 0 else ""] if blocks else []
+            label += [", ".join(row["presets"])] if sizes else []
+            table.add_row(*label, *_stats(row, human(row["N"], 3), hours),
+                          *(_axis_cell(row[a]) for a in axes))
+        if group.height > 1 and blocks:
+            subtotal = plan_view.subtotal(group)
+            table.add_row("", *[""] * sizes, *_stats(subtotal, "", hours), style="bold")
+        table.add_section()
+    total = _stats(plan_view.subtotal(rows), "", hours)
+    table.add_row("total", *[""] * (sizes and blocks), *total, style="bold")
+    return Group(title, table, *_legend(rows, axes), Text(""), _footer(plan, decisions))
+
+
+def render_plan(plan: Plan, decisions: pl.DataFrame | None = None, *,
+                max_rows: int | None = 60) -> Table:
+    """The per-run table (``max_rows``: the first and last half of them; None: all);
+    ``decisions`` (run_id, action, reason) adds the last two columns."""
+    launchers = resources.launchers_of(plan, plan.spec.launcher)
+    t = plan.table.with_columns(pl.Series("resources", [resources.describe(x) for x in launchers],
+                                          dtype=pl.String))
+    if decisions is not None:
+        t = t.join(decisions.select("run_id", "action", "reason"), on="run_id", how="left",
+                   maintain_order="left")
+    caption = "\n".join([plan_summary(plan, decisions), _RESOURCES_TITLE,
+                         *_resource_lines(plan, launchers)])
+    table = Table(title=f"plan: {plan.spec.name}", caption=caption, caption_justify="left",
+                  show_lines=False)
+    axes = [a for a in plan.axes if a in t.columns]
+    columns = ["run_id", "name", *axes, *(c for c, _ in _STATS), "resources"]
+    headers = ["run_id", "name", *axes, *(h for _, h in _STATS), "resources"]
+    if decisions is not None:
+        columns += ["action", "reason"]
+        headers += ["action", "reason"]
+    for i, h in enumerate(headers):
+        numeric = columns[i] in dict(_STATS) or columns[i] in axes
+        table.add_column(h, justify="right" if numeric else "left", no_wrap=columns[i] != "reason")
+    rows = t.select(columns).rows()
+    if max_rows is not None and len(rows) > max_rows:
+        half = max(1, max_rows // 2)
+        skipped = len(rows) - 2 * half
+        rows = rows[:half] + [None] + rows[-half:]
+    else:
+        skipped = 0
+    for row in rows:
+        if row is None:
+            table.add_row("…", f"({skipped} more runs)", *[""] * (len(columns) - 2))
+            continue
+        cells = [_cell(c, v) for c, v in zip(columns, row)]
+        style = None
+        if decisions is not None:
+            style = "dim" if row[-2] == "skip" else None
+        table.add_row(*cells, style=style)
+    return table
+
+
+def _resource_lines(plan: Plan, launchers: list | None = None) -> list[str]:
+    launchers = resources.launchers_of(plan, plan.spec.launcher) if launchers is None else launchers
+    return [f"  {line}" for line in resources.summary(launchers, plan.spec.launcher)]
+
+
+def _footer(plan: Plan, decisions: pl.DataFrame | None) -> Text:
+    lines = [plan_summary(plan, decisions), _RESOURCES_TITLE, *_resource_lines(plan)]
+    return Text("\n".join(lines))
+
+
+def _legend(rows: pl.DataFrame, axes: Sequence[str]) -> list[Table]:
+    """The values behind the ``×k`` cells, per block and axis (none: no table)."""
+    values = plan_view.block_values(rows, axes)
+    if not values:
+        return []
+    table = Table(box=None, show_header=False, pad_edge=False)
+    for _ in ("block", "axis", "values"):
+        table.add_column()
+    labels = dict(zip(axes, axis_labels(axes)))
+    previous = object()
+    for block, axis, vals in values:
+        shown = "" if block == previous else (block or "")
+        previous = block
+        table.add_row(shown, labels[axis], " ".join(_value(v) for v in vals))
+    return [Text(""), Text("×k: the k values of the axis in that row"), table]
+
+
+def _stats(row: dict[str, Any], n: str, hours_column: bool = True) -> list[str]:
+    """runs, N (given), D range, FLOPs, GPU-h (when ``hours_column``) and GiB per GPU cells of
+    a ``plan_view.by_size`` row or ``subtotal``."""
+    d = human(row["D_min"], 3)
+    if row["D_max"] != row["D_min"]:
+        d += f"..{human(row['D_max'], 3)}"
+    hours, gib = row["gpu_hours"], row["gpu_gib"]
+    cells = [f"{row['runs']:,}", n, d, _sci(row["flops"], 2)]
+    if hours_column:
+        cells.append("-" if hours is None else f"{hours:,.0f}" if hours >= 10 else f"{hours:.2g}")
+    return [*cells, "-" if gib is None else f"{gib:.1f}"]
+
+
+def _axis_cell(values: list) -> str:
+    """One value as itself, several as ``×k`` (listed under the table)."""
+    if len(values) > 1:
+        return f"×{len(values)}"
+    return _value(values[0]) if values else ""
+
+
+def _value(x: Any) -> str:
+    """An axis value, short: 1e-4, 0.03, 6.4, 64, 419M, adamw."""
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return human(x, 3) if abs(x) >= 1000 else str(x)
+    if isinstance(x, float):
+        if x == 0 or (x.is_integer() and abs(x) < 10_000):
+            return str(int(x))
+        return _sci(x, 2) if abs(x) < 1e-2 or abs(x) >= 1e4 else f"{x:.3g}"
+    if isinstance(x, (list, tuple, pl.Series)):
+        return ",".join(_value(v) for v in x)
+    return str(x)
+
+
+def _sci(x: float, digits: int) -> str:
+    """``x`` in scientific notation with ``digits`` significant digits: 1.2e20, 3e-4."""
+    mantissa, exponent = f"{x:.{max(digits - 1, 0)}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "steps" and isinstance(value, int):
+        return f"{value:,}"
+    if column == "epochs" and isinstance(value, float):
+        return f"{value:.4g}"
+    if column in ("run_id", "name", "action", "reason", "resources"):
+        return "" if value is None else str(value)
+    if isinstance(value, float) and column not in dict(_STATS):
+        return f"{value:.4g}"
+    return human(value)

@@ -1,0 +1,177 @@
+"""The import graph of scalelab, analysis and optim: no cycles, and the layers of
+docs/architecture.md hold.
+
+The graph is read from the source with ``ast`` (nothing is imported): an edge for every
+``import``/``from ... import`` of a project module, at module level or inside a function
+(a lazy import hides a cycle from Python, not from a reader), except under
+``if TYPE_CHECKING:`` (annotations only). ``from pkg import name`` is an edge to
+``pkg.name`` when that is a module, else to ``pkg``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"scalelab": ROOT / "scalelab", "analysis": ROOT / "analysis", "optim": ROOT / "optim"}
+SKIP_DIRS = {"tests", "notebooks", "__pycache__"}
+
+SWEEP_STAGES = ("spec", "plan", "run", "view")
+"""scalelab.sweep's stages, in import order: a stage imports only those before it."""
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for top, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            rel = path.relative_to(folder)
+            if SKIP_DIRS & set(rel.parts[:-1]) or path.name == "setup.py":
+                continue
+            parts = [top, *rel.with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_pkg = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    visit(sub)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:  # relative: resolve against this module's package
+                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                    pkg = pkg[: len(pkg) - child.level + 1]
+                    base = ".".join(pkg + ([base] if base else []))
+                for alias in child.names:
+                    sub = f"{base}.{alias.name}"
+                    found.add(sub if sub in modules else base)
+            visit(child)
+
+    visit(tree)
+    return {m for m in found if m in modules and m != name}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        comp.append(top)
+                        if top == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_cycle_finder_finds_a_cycle():
+    """The checker can fail: a three-module circle and a two-module one are found."""
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert sorted(_cycles(g)) == [["a", "b", "c"], ["d", "e"]]
+
+
+def test_graph_sees_lazy_imports(graph):
+    """Function-level imports are edges (e.g. scalelab.cli.sweep imports the plan lazily)."""
+    assert "scalelab.sweep.plan.expand" in graph["scalelab.cli.sweep"]
+
+
+def test_no_import_cycles(graph):
+    assert _cycles(graph) == []
+
+
+def _violations(graph, rule) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, deps in graph.items() for b in deps if rule(a, b))
+
+
+def test_lower_layers_import_no_higher_one(graph):
+    """optim imports neither analysis nor scalelab; analysis imports no scalelab."""
+    def up(a: str, b: str) -> bool:
+        return (a.startswith("optim") and not b.startswith("optim")) or (
+            a.startswith("analysis") and b.startswith("scalelab"))
+
+    assert _violations(graph, up) == []
+
+
+def test_sweep_stages_import_only_earlier_ones(graph):
+    def stage(m: str) -> int | None:
+        parts = m.split(".")
+        if parts[:2] != ["scalelab", "sweep"] or len(parts) < 3:
+            return None
+        return SWEEP_STAGES.index(parts[2]) if parts[2] in SWEEP_STAGES else None
+
+    def backwards(a: str, b: str) -> bool:
+        sa, sb = stage(a), stage(b)
+        return sa is not None and sb is not None and sb > sa
+
+    assert _violations(graph, backwards) == []
+    # the sweep package imports nothing above it (tuning, the CLI)
+    assert _violations(graph, lambda a, b: a.startswith("scalelab.sweep")
+                       and b.startswith(("scalelab.tune", "scalelab.cli"))) == []
+
+
+def test_no_private_module_imported_across_packages(graph):
+    """A module whose name starts with '_' is private to its package."""
+    def private(a: str, b: str) -> bool:
+        leaf = b.rsplit(".", 1)[-1]
+        return leaf.startswith("_") and a.rsplit(".", 1)[0] != b.rsplit(".", 1)[0] \
+            and not a.startswith(b.rsplit(".", 1)[0] + ".")
+
+    assert _violations(graph, private) == []
