@@ -14,7 +14,7 @@ import sys
 from scalelab.cli.app import app
 from scalelab.errors import EXIT_BAD_INPUT, UserError
 
-_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo")
+_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next")
 
 for _name in _VERB_MODULES:
     importlib.import_module(f"scalelab.cli.{_name}")

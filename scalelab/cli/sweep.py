@@ -35,24 +35,14 @@ _FORMATS = ("table", "csv", "json", "parquet")
 _FORMAT_HELP = ("With --dry-run: table (default) | csv | json | parquet: the per-run plan "
                 "table; parquet needs -o.")
 _OUTPUT_HELP = "With --dry-run: write the plan to FILE (format: --format, else FILE's suffix)."
+_ADAPTIVE_HELP = ("Run SPEC's grid as an adaptive study (docs/adaptive.md): a seed design, then "
+                  "the runs `scalelab next` proposes, round after round, until --budget is spent "
+                  "or the CI of E is --target-width wide; rounds recorded in <sweep>/adaptive/.")
 _RUNS_HELP = "With --dry-run: one row per run instead of per block and size (paged on a terminal)."
 
 
 def _console() -> Console:
     return Console(highlight=False, soft_wrap=True)
-
-
-def _sweep_dir(path: Path, root: Path | None) -> Path:
-    """A sweep directory, given it or the spec file that made it."""
-    if path.is_file():
-        from scalelab.sweep.run.launch import sweep_dir_for
-        from scalelab.sweep.spec.load import load_spec
-
-        spec = load_spec(path)
-        return sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root)
-    if not path.is_dir():
-        raise UserError(f"{path}: no such sweep directory or spec file")
-    return path
 
 
 def _report(console: Console, report, waited: bool) -> int:
@@ -81,8 +71,16 @@ def sweep_cmd(
     root: Path | None = typer.Option(None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
     wait: bool = typer.Option(False, "--wait", help="On Slurm, block until the jobs end."),
     target: str | None = typer.Option(None, "--train-target", hidden=True, help=_TARGET_HELP),
+    adaptive: bool = typer.Option(False, "--adaptive", help=_ADAPTIVE_HELP),
+    budget: float | None = typer.Option(
+        None, "--budget", help="With --adaptive: GPU-hours for the whole study (needs launcher.flops_per_gpu_s)."),
+    target_width: float = typer.Option(
+        0.0, "--target-width", help="With --adaptive: stop once the CI of E is at most this wide (default 0: until the budget)."),
+    quiet: bool = quiet_option(),
+    log_format: str | None = log_format_option(),
 ) -> int:
-    """Plan SPEC and launch the runs that are new, preempted or timed out."""
+    """Plan SPEC and launch the runs that are new, preempted or timed out. ``-q`` and
+    ``--log-format`` also reach the runs it launches (SCALELAB_QUIET, SCALELAB_LOG_FORMAT)."""
     from scalelab.store.atomic import write_text_atomic
     from scalelab.sweep.run.backends import check_executor
     from scalelab.sweep.run.launch import decide, execute, sweep_dir_for
@@ -91,6 +89,11 @@ def sweep_cmd(
     from scalelab.sweep.spec.load import load_spec
 
     check_executor(executor)
+    shown = ProgressOutput.from_flags(log_format, quiet)
+    _pass_log_settings(shown)
+    if adaptive or budget is not None:
+        return _adaptive(spec, budget, target_width, adaptive=adaptive, dry_run=dry_run, root=root,
+                         executor=executor, target=target)
     fmt = _plan_format(fmt, output, dry_run=dry_run, runs=runs)
     loaded = load_spec(spec)
     plan = expand(loaded, datasets=dataset_facts(loaded))
@@ -118,8 +121,34 @@ def sweep_cmd(
     from scalelab.distill.stages import execute_staged, has_students
 
     launch = execute_staged if has_students(plan) else execute  # teachers -> text -> students
-    report = launch(plan, sweep_dir, loaded.launcher, wait=wait, executor=executor, **kwargs)
+    report = launch(plan, sweep_dir, loaded.launcher, wait=wait, executor=executor,
+                    progress=shown.run_bars, **kwargs)
     return _report(console, report, waited=wait or not report.handles or bool(report.results))
+
+
+def _pass_log_settings(output: ProgressOutput) -> None:
+    """Hand ``-q`` / ``--log-format`` to the jobs through their environment (local jobs and
+    Slurm jobs inherit it; ``scalelab.train.progress_log.LogSettings.from_env``)."""
+    from scalelab.train.progress_log import LOG_FORMAT_ENV, QUIET_ENV
+
+    os.environ[LOG_FORMAT_ENV] = output.settings.format
+    if output.settings.quiet:
+        os.environ[QUIET_ENV] = "1"
+
+
+def _adaptive(spec: Path, budget: float | None, target_width: float, *, adaptive: bool,
+              dry_run: bool, root: Path | None, executor: str | None, target: str | None) -> int:
+    """``--adaptive --budget H``: ``scalelab.adaptive.loop.run_adaptive_sweep`` (waits for
+    every round; a rerun continues the study and launches nothing once it has ended)."""
+    if not adaptive or budget is None or dry_run:
+        raise UserError("--adaptive needs --budget GPU_HOURS (and no --dry-run); --budget needs --adaptive")
+    from scalelab.adaptive.loop import run_adaptive_sweep
+
+    result = run_adaptive_sweep(spec, budget, target_width=target_width, root=root,
+                                executor=executor, target=target, say=typer.echo)
+    for line in result.lines():
+        typer.echo(line)
+    return EXIT_OK
 
 
 def _plan_format(fmt: str | None, output: Path | None, *, dry_run: bool, runs: bool) -> str:
@@ -210,9 +239,10 @@ def status_cmd(
     root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
 ) -> int:
     """Grid of run states: rows N, columns D or epochs, one panel per other axis."""
+    from scalelab.sweep.run.launch import sweep_dir_of
     from scalelab.sweep.view.status import render_status, sweep_states
 
-    sweep_dir = _sweep_dir(sweep, root)
+    sweep_dir = sweep_dir_of(sweep, root)
     _console().print(render_status(sweep_states(sweep_dir), title=str(sweep_dir)))
     return EXIT_OK
 
@@ -229,14 +259,14 @@ def retry_cmd(
 ) -> int:
     """Relaunch failed and/or preempted runs of a sweep (neither flag: both)."""
     from scalelab.sweep.run.backends import check_executor
-    from scalelab.sweep.run.launch import execute, plan_from_disk
-    from scalelab.sweep.spec.sections import LauncherConfig
+    from scalelab.sweep.run.launch import execute, plan_from_disk, sweep_dir_of
     from scalelab.sweep.spec.load import load_spec
+    from scalelab.sweep.spec.sections import LauncherConfig
 
     check_executor(executor)
     if not failed and not preempted:
         failed = preempted = True
-    sweep_dir = _sweep_dir(sweep, root)
+    sweep_dir = sweep_dir_of(sweep, root)
     spec_copy = sweep_dir / "spec.yaml"
     launcher = load_spec(spec_copy).launcher if spec_copy.exists() else LauncherConfig()
     kwargs = {"target": target} if target else {}
@@ -254,10 +284,11 @@ def collect_cmd(
 ) -> int:
     """Write <sweep>/runs.parquet: one row per run (axes, N, D, losses, state, wall time);
     progress (run directories read) on stderr."""
+    from scalelab.sweep.run.launch import sweep_dir_of
     from scalelab.sweep.view.collect import RUNS_FILE, collect
 
     output = ProgressOutput.from_flags(log_format, quiet)
-    sweep_dir = _sweep_dir(sweep, root)
+    sweep_dir = sweep_dir_of(sweep, root)
     with output:
         frame = collect(sweep_dir, progress=output.sink)
     counts = frame.group_by("state").len().sort("state", nulls_last=True)

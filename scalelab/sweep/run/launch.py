@@ -54,6 +54,7 @@ __all__ = [
     "plan_from_disk",
     "read_plan",
     "sweep_dir_for",
+    "sweep_dir_of",
     "write_plan",
 ]
 
@@ -66,6 +67,19 @@ def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: s
     ``launcher.root``, else ./runs."""
     base = root or os.environ.get("SCALELAB_ROOT") or launcher_root or "runs"
     return Path(base) / name
+
+
+def sweep_dir_of(path: str | Path, root: str | Path | None = None) -> Path:
+    """A sweep directory, given it or the spec file that made it (``sweep_dir_for``)."""
+    path = Path(path)
+    if path.is_file():
+        from scalelab.sweep.spec.load import load_spec
+
+        spec = load_spec(path)
+        return sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root)
+    if not path.is_dir():
+        raise UserError(f"{path}: no such sweep directory or spec file")
+    return path
 
 
 def read_plan(sweep_dir: str | Path) -> pl.DataFrame:

@@ -1,0 +1,215 @@
+"""Choose the next runs: the actions that most shrink E's expected CI width per FLOP.
+
+Candidates are grouped into *actions*, the smallest sets of runs that change the target
+(target.py: only settled sizes enter the fit):
+
+- settle N: the coordinate-search runs still missing at N (Kim et al. 2025, arXiv
+  2509.14786; the rule of ``scalelab.tune.coordinate``): for a size with runs, the
+  untried in-grid neighbours of its best cell; for a size without runs, a start cell and
+  its neighbours. The start cell is transferred from the sizes already settled: per axis,
+  the best cell's grid index regressed linearly on log N and rounded (one settled size:
+  its cell; none: the sizes with runs; no runs: ``Axis.start``), since the optimum of the
+  tuned axes drifts with N. Its effect: a point at N with the best cell's weight.
+- replicate N: one more seed of a settled size's best cell (the next replicate index not
+  run). Its effect: weight + 1 at N and one more degree of freedom. Offered only once
+  >= 4 sizes are settled (the target has an interval): before, a replicate's value would
+  be judged against the prior alone, and the cheapest sizes' seeds would win on price
+  (with replicates offered from the start, an earlier version of the synthetic study
+  needed a median 62 runs for a 0.2-wide interval, 50 without).
+
+Score of an action a (posterior.py): gain(a) = width(design) - width(design + a), the
+expected reduction of E's CI width, per FLOP: score = gain / cost(a), cost = the FLOPs of
+its runs. The batch of K runs is chosen greedily: take the best-scoring action that fits
+the remaining budget, add its effect to the design, rescore, repeat. The information a run
+adds does not depend on its outcome, so the greedy batch needs no simulated outcomes
+(sequential c-optimal design; Atkinson, Donev & Tobias 2007). An action larger than the
+room left in the batch contributes its first runs (centre first); the rest stay pending.
+``studentized=False`` judges 2 z sqrt(Var E) instead of the reported 2 t sqrt(Var E): the
+plain c-criterion. On the synthetic study of docs/adaptive.md (12 seeds, width 0.1) it
+reached the target with 0.58 of the grid's runs and 0.46 of its FLOPs (studentized: 0.61,
+0.53), but its intervals at the stop covered E in 9/12 seeds (studentized: 11/12): without
+t it stops on fewer degrees of freedom, when the noise estimate happens to be low.
+
+Approximations, said plainly: a settle action is costed at the runs known to be missing
+now; when a neighbour beats the centre the walk moves and needs more (the next round
+plans them). The law's Jacobian is taken at the planning point theta_p (a locally
+optimal design); tuning runs off the optimum carry no information about E under this
+model, which is why they are only bought as part of settling a size.
+
+Every pending candidate is listed in the round's table (``Plan.table``), with the action
+it belongs to (null: none, e.g. a cell far from any optimum; gain and score 0) and that
+action's gain (nats of CI width) and score (gain per FLOP) on the design before the batch
+(a later replicate, first offered once the one before it was chosen, carries its score
+at that step of the greedy batch); the chosen ones carry their rank (launch order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analysis.adaptive.law import MIN_SIZES, SCALE
+from analysis.adaptive.posterior import Design, Posterior, planning_posterior
+from analysis.adaptive.space import CandidateSpace, Cell
+from analysis.adaptive.target import SizePoints, size_points
+from analysis.errors import AnalysisInputError
+
+__all__ = ["Action", "Plan", "actions", "plan_next", "start_cell"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """A set of runs that changes the target: its runs (keys, launch order), the weight it
+    adds at N and the replicate degrees of freedom, and its cost in FLOPs."""
+
+    kind: str  # "settle" | "replicate"
+    N: float
+    cell: Cell
+    """The best (or start) cell the action is about."""
+    keys: tuple[str, ...]
+    weight: float
+    dof: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A round's decision: every pending candidate with its score, and the chosen runs."""
+
+    table: pl.DataFrame
+    """Pending runs: key, N, axes, replicate, flops, action, action_cost, gain, score,
+    selected, rank."""
+    chosen: pl.DataFrame
+    """The selected rows of ``table``, in rank order."""
+    posterior: Posterior
+    width: float
+    """The planning model's width of E's CI now (before the batch)."""
+
+
+def start_cell(space: CandidateSpace, points: SizePoints, N: float) -> Cell:
+    """The transferred start cell at a size without runs (module docstring)."""
+    ref = points.settled if points.settled.height else points.frame
+    if ref.height == 0:
+        return tuple(a.start_index for a in space.axes)
+    cells = np.array([space.cell_of(r) for r in ref.iter_rows(named=True)])  # (n, d)
+    logn = np.log(ref["N"].to_numpy())
+    if ref.height == 1:
+        return tuple(int(i) for i in cells[0])
+    out = []
+    for k, n in enumerate(space.shape):
+        slope, icpt = np.polyfit(logn, cells[:, k].astype(float), 1)
+        out.append(int(np.clip(np.rint(icpt + slope * np.log(N)), 0, n - 1)))
+    return tuple(out)
+
+
+def actions(space: CandidateSpace, points: SizePoints, done_keys: set[str],
+            cost: Callable[[list[str]], float]) -> list[Action]:
+    """Every settle and replicate action available now (module docstring)."""
+    out = []
+    by_n = {r["N"]: r for r in points.frame.iter_rows(named=True)}
+    identified = points.settled.height >= MIN_SIZES
+    for N in space.sizes:
+        row = by_n.get(N)
+        if row is None:
+            c0 = start_cell(space, points, N)
+            keys = [space.key(N, c) for c in [c0, *space.neighbours(c0)]]
+            out.append(Action("settle", N, c0, tuple(keys), 1.0, 0, cost(keys)))
+            continue
+        best = space.cell_of(row)
+        if not row["settled"]:
+            keys = [space.key(N, c) for c in space.neighbours(best)]
+            keys = [k for k in keys if k not in done_keys]
+            if keys:
+                out.append(Action("settle", N, best, tuple(keys), float(row["m"]), 0, cost(keys)))
+            continue
+        nxt = _next_replicate(space, N, best, done_keys, cost)
+        if nxt is not None and identified:
+            out.append(nxt)
+    return out
+
+
+def _gains(post: Posterior, design: Design, acts: list[Action]) -> tuple[np.ndarray, float]:
+    """Expected width reduction of each action on ``design`` (k,), and the width now."""
+    V = post.cov(design)
+    now = float(post.width(V[2, 2], design.dof))
+    if not acts:
+        return np.zeros(0), now
+    x = np.array([a.N / SCALE for a in acts])
+    w = np.array([a.weight for a in acts])
+    var = post.var_after(V, x, w)
+    dof = np.array([design.add(xi, wi, a.dof).dof for xi, wi, a in zip(x, w, acts)])
+    return now - post.width(var, dof), now
+
+
+def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, *,
+              batch: int = 4, budget_left: float = np.inf, noise_sd: float = 0.02,
+              level: float = 0.95, studentized: bool = True) -> Plan:
+    """Score every pending candidate and choose up to ``batch`` runs within
+    ``budget_left`` FLOPs (module docstring). ``done``: finished runs (run frame with
+    ``loss``); ``pending``: the candidates not yet run (run frame with ``flops``)."""
+    done_keys = set(done["key"].to_list())
+    if overlap := done_keys & set(pending["key"].to_list()):
+        raise AnalysisInputError(f"pending candidates already done: {sorted(overlap)[:3]}")
+    flops = dict(zip(pending["key"].to_list(), pending["flops"].to_list()))
+
+    def cost(keys: list[str]) -> float:
+        return float(sum(flops.get(k, np.inf) for k in keys))
+
+    points = size_points(done, space)
+    post = planning_posterior(points, noise_sd=noise_sd, level=level, studentized=studentized)
+    s = points.settled
+    design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float), points.within_dof)
+    acts = [a for a in actions(space, points, done_keys, cost) if np.isfinite(a.cost)]
+    gain0, width_now = _gains(post, design, acts)
+
+    # First pass: every action scored on the current design (the table's columns).
+    info = {k: (a.kind, a.cost, float(g), float(g) / a.cost) for a, g in zip(acts, gain0)
+            for k in a.keys}
+    chosen: list[str] = []
+    left = float(budget_left)
+    avail = list(acts)
+    while len(chosen) < batch and avail:
+        gains, _ = _gains(post, design, avail)
+        room = batch - len(chosen)
+        costs = np.array([cost(list(a.keys[:room])) for a in avail])
+        ok = (gains > 0) & (costs <= left)
+        if not ok.any():
+            break
+        i = int(np.argmax(np.where(ok, gains / costs, -np.inf)))
+        a = avail.pop(i)
+        for k in a.keys[:room]:  # a run first scored here (a later replicate): its greedy score
+            info.setdefault(k, (a.kind, a.cost, float(gains[i]), float(gains[i] / costs[i])))
+        chosen += a.keys[:room]
+        left -= costs[i]
+        design = design.add(a.N / SCALE, a.weight, a.dof)
+        if a.kind == "replicate":  # the next seed of the same cell, if any
+            nxt = _next_replicate(space, a.N, a.cell, done_keys | set(chosen), cost)
+            if nxt is not None:
+                avail.append(nxt)
+
+    keys = pending["key"].to_list()
+    none = (None, None, 0.0, 0.0)
+    rank = {k: i for i, k in enumerate(chosen)}
+    table = pending.with_columns(
+        pl.Series("action", [info.get(k, none)[0] for k in keys], dtype=pl.String),
+        pl.Series("action_cost", [info.get(k, none)[1] for k in keys], dtype=pl.Float64),
+        pl.Series("gain", [info.get(k, none)[2] for k in keys], dtype=pl.Float64),
+        pl.Series("score", [info.get(k, none)[3] for k in keys], dtype=pl.Float64),
+        pl.Series("selected", [k in rank for k in keys], dtype=pl.Boolean),
+        pl.Series("rank", [rank.get(k) for k in keys], dtype=pl.Int64),
+    )
+    return Plan(table, table.filter(pl.col("selected")).sort("rank"), post, width_now)
+
+
+def _next_replicate(space: CandidateSpace, N: float, cell: Cell, taken: set[str],
+                    cost: Callable[[list[str]], float]) -> Action | None:
+    """One more seed of ``cell`` at N: the first replicate index not in ``taken`` (None:
+    replicates exhausted)."""
+    for r in range(space.replicates):
+        key = space.key(N, cell, r)
+        if key not in taken:
+            return Action("replicate", N, cell, (key,), 1.0, 1, cost([key]))
+    return None

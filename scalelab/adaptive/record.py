@@ -1,0 +1,98 @@
+"""What an adaptive study leaves in its sweep directory, so that it can be audited:
+
+    <sweep>/adaptive/study.yaml            the study's spec (``source`` reads it back)
+    <sweep>/adaptive/round-001.parquet     round 1's candidate table and scores, ...
+    <sweep>/adaptive/trajectory.parquet    one row per look at the target
+    <sweep>/adaptive/next.yaml             ``scalelab next``'s block (default -o)
+
+Round 0 is the seed design (action ``seed``). A later round file is
+``analysis.adaptive.Plan.table`` (every pending candidate: key, N, the
+tuned axes, replicate, action, action_cost, gain, score, selected, rank), with the run id
+and name of each candidate, its ``cost`` in ``unit``, and the state before the round:
+``E``, ``lo``, ``hi``, ``width`` (the target's fit; inf without an interval),
+``predicted_width`` (the planning model's), ``spent`` and ``budget_left``. The trajectory
+has round (0: the seed design), runs (finished), spent, unit, sizes (settled), E, lo, hi,
+width, stopped (why the loop ended, on its last row). Every file is written atomically
+(``scalelab.store.atomic``); rounds are numbered on from the last one on disk, so a
+resumed study appends to its record.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analysis.adaptive import TargetFit
+from analysis.adaptive import trajectory as traj
+from scalelab.adaptive.study import Study
+from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
+
+__all__ = ["ADAPTIVE_DIR", "NEXT_FILE", "STUDY_FILE", "TRAJECTORY_FILE", "append_trajectory",
+           "next_round", "remember_study", "round_frame", "round_path", "seed_table", "write_round"]
+
+ADAPTIVE_DIR = "adaptive"
+STUDY_FILE = "study.yaml"
+NEXT_FILE = "next.yaml"
+TRAJECTORY_FILE = "trajectory.parquet"
+_ROUND_RE = re.compile(r"round-(\d+)\.parquet")
+
+
+def round_path(sweep_dir: str | Path, index: int) -> Path:
+    return Path(sweep_dir) / ADAPTIVE_DIR / f"round-{index:03d}.parquet"
+
+
+def next_round(sweep_dir: str | Path) -> int:
+    """1 + the highest round on disk (1 for none)."""
+    folder = Path(sweep_dir) / ADAPTIVE_DIR
+    found = [int(m.group(1)) for p in (folder.iterdir() if folder.is_dir() else ())
+             if (m := _ROUND_RE.fullmatch(p.name))]
+    return max(found, default=0) + 1
+
+
+def seed_table(seed: pl.DataFrame) -> pl.DataFrame:
+    """Round 0's table: the seed design's runs, action 'seed', selected, in launch order
+    (no score: nothing is fitted before them)."""
+    return seed.with_columns(
+        pl.lit("seed").alias("action"), pl.lit(float(seed["flops"].sum())).alias("action_cost"),
+        pl.lit(None, dtype=pl.Float64).alias("gain"), pl.lit(None, dtype=pl.Float64).alias("score"),
+        pl.lit(True).alias("selected"), pl.int_range(seed.height, dtype=pl.Int64).alias("rank"))
+
+
+def round_frame(index: int, table: pl.DataFrame, predicted_width: float, study: Study,
+                fit: TargetFit, spent: float, budget: float) -> pl.DataFrame:
+    """The round's record (module docstring) from its candidate ``table``
+    (``analysis.adaptive.Plan.table`` and ``Plan.width``, or ``seed_table``)."""
+    lo, hi = fit.ci if fit.theta is not None else (math.nan, math.nan)
+    ids = study.candidates.select("key", "run_id", "name")
+    return (table.join(ids, on="key", how="left")
+            .rename({"flops": "cost"})
+            .with_columns(pl.lit(index).alias("round"), pl.lit(study.unit).alias("unit"),
+                          pl.lit(fit.E).alias("E"), pl.lit(lo).alias("lo"), pl.lit(hi).alias("hi"),
+                          pl.lit(fit.width).alias("width"),
+                          pl.lit(predicted_width).alias("predicted_width"),
+                          pl.lit(spent).alias("spent"),
+                          pl.lit(budget - spent).alias("budget_left")))
+
+
+def write_round(sweep_dir: str | Path, index: int, frame: pl.DataFrame) -> Path:
+    return write_parquet_atomic(round_path(sweep_dir, index), frame)
+
+
+def append_trajectory(sweep_dir: str | Path, index: int, runs: int, spent: float, unit: str,
+                      fit: TargetFit, stopped: str | None = None) -> Path:
+    """Add one row (``analysis.adaptive.trajectory.row``, step = round, flops = spent)."""
+    path = Path(sweep_dir) / ADAPTIVE_DIR / TRAJECTORY_FILE
+    row = pl.DataFrame([traj.row(index, runs, spent, fit)], schema=traj.SCHEMA)
+    row = row.rename({"step": "round", "flops": "spent"}).with_columns(
+        pl.lit(unit).alias("unit"), pl.lit(stopped, dtype=pl.String).alias("stopped"))
+    if path.exists():
+        row = pl.concat([pl.read_parquet(path), row], how="diagonal_relaxed")
+    return write_parquet_atomic(path, row)
+
+
+def remember_study(sweep_dir: str | Path, study: Study) -> Path:
+    """Keep the study's spec as ``<sweep>/adaptive/study.yaml``."""
+    return write_text_atomic(Path(sweep_dir) / ADAPTIVE_DIR / STUDY_FILE, study.spec.text)

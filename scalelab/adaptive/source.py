@@ -1,0 +1,49 @@
+"""SWEEP, as ``scalelab next`` takes it, -> the study's spec and its sweep directory.
+
+- a spec file: that spec; its sweep directory as ``scalelab sweep`` names it
+  (``sweep_dir_for``: ``--root``, ``$SCALELAB_ROOT``, ``launcher.root``, ./runs);
+- a sweep directory: the spec kept in ``<sweep>/adaptive/study.yaml`` (written by every
+  ``next`` and adaptive loop), else the directory's ``spec.yaml``.
+
+The study's spec is kept because ``scalelab sweep BLOCK.yaml`` replaces the directory's
+``spec.yaml`` with the launched block (which is not the study): a ``spec.yaml`` that is
+such a block, with no study kept, is refused with what to give instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalelab.adaptive.block import BLOCK_NAME
+from scalelab.adaptive.record import ADAPTIVE_DIR, STUDY_FILE
+from scalelab.errors import UserError
+from scalelab.sweep.run.launch import sweep_dir_for
+from scalelab.sweep.spec.load import Spec, load_spec
+
+__all__ = ["Source", "resolve"]
+
+
+@dataclass(frozen=True)
+class Source:
+    spec: Spec
+    sweep_dir: Path
+
+
+def resolve(path: Path, *, root: Path | None = None) -> Source:
+    """The study's spec and sweep directory of SWEEP ``path`` (module docstring)."""
+    path = Path(path)
+    if path.is_file():
+        spec = load_spec(path)
+        return Source(spec, sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root))
+    if not path.is_dir():
+        raise UserError(f"{path}: no such sweep directory or spec file")
+    kept = path / ADAPTIVE_DIR / STUDY_FILE
+    copy = kept if kept.is_file() else path / "spec.yaml"
+    if not copy.is_file():
+        raise UserError(f"{path}: no spec.yaml here; give the study's spec file instead")
+    spec = load_spec(copy)
+    if copy != kept and [name for name, _ in spec.blocks] == [BLOCK_NAME] and not spec.grid:
+        raise UserError(f"{copy}: is an adaptive block written by `scalelab next`, not the "
+                        "study; give the study's spec file instead")
+    return Source(spec, path)

@@ -1,0 +1,104 @@
+"""``scalelab compare SWEEP RECIPE_A RECIPE_B``: two recipes' asymptotes E, and their
+losses at matched compute, with CIs and p-values (``analysis.compare``, docs/adaptive.md).
+
+Reads ``<sweep>/runs.parquet`` (collected first when missing or stale, as ``scalelab
+report`` does), finds each recipe's runs by the report's rules (``--recipe
+NAME=key=value[,key=value]``, else the ``recipe`` column, else the ``tuned`` blocks), takes
+per model size the seeds of its best cell, the cell with the lowest mean loss over its
+seeds (``scalelab.adaptive.recipe_cells``), and compares: a paired bootstrap over sizes and
+seeds (``--resample sizes+seeds``, the default) or seeds only (``--resample seeds``).
+Prints the verdict line (a winner only when the CI of E_A - E_B excludes 0) and the
+table of losses at matched compute (equal N, equal tokens).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from scalelab.cli.app import app
+from scalelab.errors import UserError, did_you_mean
+
+RESAMPLE = ("sizes+seeds", "seeds")
+
+
+@app.command("compare")
+def compare_cmd(
+    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it)."),
+    recipe_a: str = typer.Argument(..., help="Recipe A (e.g. regularized)."),
+    recipe_b: str = typer.Argument(..., help="Recipe B (e.g. standard)."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (>= 2)."),
+    level: float = typer.Option(0.95, "--level", help="Confidence level, in (0, 1)."),
+    resample: str = typer.Option(
+        "sizes+seeds", "--resample",
+        help="sizes+seeds (two-stage: sizes, then seeds) or seeds (sizes fixed)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    recipe: list[str] = typer.Option(
+        [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+    ref_wd: float = typer.Option(0.1, "--ref-wd",
+                                 help="Weight decay of the standard recipe (blocks)."),
+    root: Path | None = typer.Option(None, "--root",
+                                     help="Sweeps root, when SWEEP is a spec file."),
+) -> int:
+    """Compare two recipes at infinite compute (E_A - E_B) and at matched compute."""
+    if resample not in RESAMPLE:
+        raise UserError(f"expected one of {', '.join(RESAMPLE)}{did_you_mean(resample, RESAMPLE)}",
+                        key="--resample")
+    if not 0 < level < 1:
+        raise UserError(f"must be in (0, 1), got {level}", key="--level")
+    if n_boot < 2:
+        raise UserError(f"must be >= 2, got {n_boot}", key="--n-boot")
+    if recipe_a == recipe_b:
+        raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
+    import polars as pl
+
+    from analysis.compare import compare_recipes
+    from analysis.errors import AnalysisInputError
+    from scalelab.adaptive.recipe_cells import recipe_cells
+    from scalelab.cli.report import _recipe_filters, fresh_runs_table
+    from scalelab.sweep.run.launch import sweep_dir_of
+
+    filters = _recipe_filters(recipe)
+    sweep_dir = sweep_dir_of(sweep, root)
+    runs = pl.read_parquet(fresh_runs_table(sweep_dir))
+    cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
+                         ref_wd=ref_wd)
+    try:
+        result = compare_recipes(cells.rows[recipe_a], cells.rows[recipe_b],
+                                 names=(recipe_a, recipe_b), n_boot=n_boot, level=level,
+                                 seed=seed, resample=resample)
+    except AnalysisInputError as err:
+        raise UserError(str(err), file=str(sweep_dir)) from None
+    for note in cells.notes:
+        typer.echo(f"note: {note}")
+    at = f" at U = {cells.U:,.0f} unique tokens" if cells.U is not None else ""
+    typer.echo(f"{sweep_dir}: {recipe_a} vs {recipe_b}{at}, each size's best cell by its mean "
+               f"loss over seeds (recipes from {cells.source})")
+    typer.echo(result.line())
+    typer.echo(f"  E({recipe_a}) = {result.E[0]:.4f}, E({recipe_b}) = {result.E[1]:.4f}; "
+               f"{len(result.sizes)} shared sizes; {n_boot} resamples ({resample}); "
+               f"{100 * result.converged:.0f}% of refits converged")
+    _matched_table(result, recipe_a, recipe_b)
+    return 0
+
+
+def _matched_table(result, a: str, b: str) -> None:
+    """The losses at matched compute (``RecipeComparison.matched``), one row per size."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text  # plain text: recipe names are the user's, never markup
+
+    pct = f"{100 * result.level:g}% CI"
+    table = Table(title=Text(f"matched compute: mean loss over seeds at equal N ({a} - {b})"),
+                  title_justify="left")
+    heads = ("N", f"seeds {a}", f"seeds {b}", f"loss {a}", f"loss {b}", "diff", pct, "p", "test")
+    for head in heads:
+        table.add_column(Text(head), justify="left" if head == "test" else "right")
+    for r in result.matched.iter_rows(named=True):
+        ci = "n/a" if r["lo"] != r["lo"] else f"({r['lo']:+.4f}, {r['hi']:+.4f})"
+        p = "n/a" if r["p_value"] != r["p_value"] else f"{r['p_value']:.3g}"
+        table.add_row(f"{r['N']:,.0f}", str(r["seeds_a"]), str(r["seeds_b"]), f"{r['loss_a']:.4f}",
+                      f"{r['loss_b']:.4f}", f"{r['diff']:+.4f}", ci, p, r["test"])
+    Console(highlight=False, soft_wrap=True).print(table)

@@ -1,0 +1,160 @@
+"""``scalelab next SWEEP``: the next runs of an adaptive study, as a spec to launch.
+
+SWEEP is the study's spec file or its sweep directory (``scalelab.adaptive.source``). The
+candidate space is the study's grid (``scalelab.adaptive.study``: sizes, the tuned axes,
+seeds as replicates); the finished runs come from ``<sweep>/runs.parquet`` (collected first
+when missing or stale). ``analysis.adaptive.plan_next`` scores every candidate never
+launched by the expected reduction of the CI width of the target per unit of cost and
+chooses up to ``-n`` runs (docs/adaptive.md). They are printed with their expected gain and
+cost and written as a spec with one ``adaptive`` block (``scalelab.adaptive.block``):
+``scalelab sweep FILE`` launches exactly them. A run the sweep has launched, finished or
+not, is never proposed.
+
+Targets: ``regularized.E``, the asymptote E of the tuned grid's best cell per size.
+``ranking`` (of recipes) and ``multiplier`` (data efficiency) are not supported yet.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from scalelab.cli.app import app
+from scalelab.errors import UserError, did_you_mean
+
+TARGETS = ("regularized.E",)
+NOT_YET = ("ranking", "multiplier")
+LOSSES = ("final_loss", "best_loss")
+_TARGET_HELP = ("What to pin down: regularized.E (the asymptote E of the tuned grid). "
+                "ranking and multiplier are not supported yet (exit 2).")
+
+
+def check_target(target: str) -> None:
+    """``--target``: regularized.E, or a one-line UserError."""
+    if target in TARGETS:
+        return
+    if target in NOT_YET:
+        raise UserError(f"{target}: not supported yet (only {', '.join(TARGETS)})", key="--target")
+    raise UserError(f"unknown target '{target}'{did_you_mean(target, TARGETS + NOT_YET)}; "
+                    f"supported: {', '.join(TARGETS)}", key="--target")
+
+
+@app.command("next")
+def next_cmd(
+    sweep: Path = typer.Argument(..., help="Sweep directory, or the study's spec file."),
+    budget: float | None = typer.Option(
+        None, "--budget", help="GPU-hours the proposed runs may use together (default: no "
+        "limit; needs launcher.flops_per_gpu_s in the spec)."),
+    target: str = typer.Option("regularized.E", "--target", help=_TARGET_HELP),
+    n: int = typer.Option(4, "-n", min=1, help="Runs to propose."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the spec of the proposed runs here (default "
+        "<sweep>/adaptive/next.yaml)."),
+    root: Path | None = typer.Option(None, "--root",
+                                     help="Sweeps root, when SWEEP is a spec file."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+) -> int:
+    """Propose the runs that most shrink the target's CI per GPU-hour; write them as a
+    spec block that `scalelab sweep` launches."""
+    check_target(target)
+    if loss not in LOSSES:
+        raise UserError(f"expected one of {', '.join(LOSSES)}{did_you_mean(loss, LOSSES)}",
+                        key="--loss-column")
+    if budget is not None and not budget > 0:
+        raise UserError(f"must be > 0 GPU-hours, got {budget}", key="--budget")
+    from analysis.adaptive import evaluate, plan_next
+    from scalelab.adaptive.block import block_spec
+    from scalelab.adaptive.loop import check_budget
+    from scalelab.adaptive.observed import observe
+    from scalelab.adaptive.record import ADAPTIVE_DIR, NEXT_FILE, remember_study
+    from scalelab.adaptive.source import resolve
+    from scalelab.adaptive.study import load_study
+    from scalelab.sweep.plan.datasets import dataset_facts
+
+    source = resolve(sweep, root=root)
+    study = load_study(source.spec, datasets=dataset_facts(source.spec))
+    if budget is not None:
+        check_budget(study)
+    obs = observe(study, _runs(source.sweep_dir), loss=loss)
+    plan = plan_next(study.space, obs.done, obs.pending.select(study.columns), batch=n,
+                     budget_left=math.inf if budget is None else budget)
+    fit = evaluate(obs.done, study.space)
+    waiting = obs.launched.height - obs.done.height
+    typer.echo(f"{source.sweep_dir}: {target} {_fit_text(fit)}; {obs.done.height} of "
+               f"{study.candidates.height} candidate runs finished, {waiting} launched without "
+               f"a loss (yet), {obs.spent:.4g} {study.unit} spent")
+    if plan.chosen.height == 0:
+        typer.echo(f"nothing to propose: {_why_none(study, obs, budget)}")
+        return 0
+    ids = study.run_ids(plan.chosen["key"].to_list())
+    if done := set(ids) & set(obs.launched["run_id"].to_list()):  # observed.py rules it out
+        raise RuntimeError(f"proposed runs the sweep has launched: {sorted(done)}")
+    block = block_spec(study, ids)
+    path = output if output is not None else source.sweep_dir / ADAPTIVE_DIR / NEXT_FILE
+    _write(path, block.text)
+    remember_study(source.sweep_dir, study)
+    _chosen_table(study, plan.chosen, ids)
+    typer.echo(f"wrote {path}: {len(ids)} run(s), {plan.chosen['flops'].sum():.4g} {study.unit}; "
+               f"launch them with: scalelab sweep {path}")
+    return 0
+
+
+def _runs(sweep_dir: Path):
+    """The sweep's runs table (collected when stale), or None before anything launched."""
+    import polars as pl
+
+    from scalelab.cli.report import fresh_runs_table
+
+    if not ((sweep_dir / "runs").is_dir() or (sweep_dir / "plan.parquet").is_file()):
+        return None
+    return pl.read_parquet(fresh_runs_table(sweep_dir))
+
+
+def _fit_text(fit) -> str:
+    if fit.theta is None:
+        return f"has no interval yet ({fit.n_sizes} settled size(s); 4 needed)"
+    lo, hi = fit.ci
+    return (f"= {fit.E:.4f}, {100 * fit.level:g}% CI ({lo:.4f}, {hi:.4f}), width "
+            f"{fit.width:.4f} from {fit.n_sizes} settled sizes")
+
+
+def _why_none(study, obs, budget: float | None) -> str:
+    from scalelab.adaptive.loop import stop_reason
+
+    if obs.pending.height == 0:
+        return "every candidate run has been launched"
+    if budget is not None and stop_reason(study, obs) == "budget":
+        return f"no proposal fits --budget {budget:g}"
+    return ("no candidate would shrink the CI (every size settled and its seeds run, or the "
+            "rest waits on runs in flight)")
+
+
+def _write(path: Path, text: str) -> None:
+    from scalelab.store.atomic import write_text_atomic
+
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; give a file name with -o")
+    try:
+        write_text_atomic(path, text)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
+def _chosen_table(study, chosen, ids: list[str]) -> None:
+    """The proposed runs: rank, run id, N, tuned values, replicate, action, gain, cost."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of E "
+                             f"by the run's action; cost in {study.unit})"), title_justify="left")
+    heads = ("rank", "run_id", "N", *study.axes, "replicate", "action", "gain", "cost")
+    for head in heads:
+        table.add_column(Text(head), justify="left" if head in ("run_id", "action") else "right")
+    for rid, r in zip(ids, chosen.iter_rows(named=True)):
+        table.add_row(str(r["rank"] + 1), rid, f"{r['N']:,.0f}", *(f"{r[a]:g}" for a in study.axes),
+                      str(r["replicate"]), r["action"] or "", f"{r['gain']:.4g}",
+                      f"{r['flops']:.4g}")
+    Console(highlight=False, soft_wrap=True).print(table)

@@ -1,0 +1,137 @@
+"""``scalelab next SWEEP``: proposals never include a run the sweep has launched, and the
+written spec launches (``scalelab sweep FILE``) exactly the proposed runs.
+
+The study is a small grid (8 twin sizes x 3 epochs x 3 weight decays x 2 seeds) trained by
+``adaptive_train:train`` (a known law + noise) on the debug backend, in this process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from adaptive_train import PRESETS, spec_text
+
+from scalelab.adaptive.study import load_study
+from scalelab.cli import main
+from scalelab.sweep.plan.expand import load_plan
+from scalelab.sweep.spec.load import load_spec
+
+TARGET = "adaptive_train:train"
+
+
+def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return int(done.value.code or 0), out, err
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def launched_ids(sweep: Path) -> set[str]:
+    """Run ids with a state in the sweep's runs.parquet (collected now)."""
+    from scalelab.sweep.view.collect import collect
+
+    runs = collect(sweep)
+    return set(runs.filter(pl.col("state").is_not_null())["run_id"].to_list())
+
+
+def test_next_never_proposes_a_launched_run_and_its_block_launches_exactly_them(tmp_path, capsys):
+    spec = write(tmp_path, spec_text())
+    root = tmp_path / "root"
+    sweep = root / "nx"
+    study = load_study(load_spec(spec))
+    candidates = set(study.candidates["run_id"].to_list())
+    block = tmp_path / "next.yaml"
+    proposed: list[str] = []
+    for cycle in range(6):
+        where = spec if cycle == 0 else sweep  # later cycles: the sweep directory
+        code, out, err = run(["next", where, "-n", 4, "-o", block, "--root", root], capsys)
+        assert code == 0, err
+        assert f"wrote {block}: 4 run(s)" in out
+        ids = load_plan(block).table["run_id"].to_list()  # loads and expands
+        assert len(ids) == len(set(ids)) == 4 and set(ids) <= candidates
+        assert all(rid in out for rid in ids)  # the printed table lists them
+        done = launched_ids(sweep) if (sweep / "plan.parquet").exists() else set()
+        assert not set(ids) & done and not set(ids) & set(proposed)
+        proposed += ids
+        code, out, err = run(["sweep", block, "--root", root, "--executor", "debug",
+                              "--train-target", TARGET], capsys)
+        assert code == 0 and "4 launched on debug, 0 skipped" in out, out + err
+        assert set(ids) <= launched_ids(sweep)
+    logs = [len((d / "invocations.log").read_text().splitlines()) for d in (sweep / "runs").iterdir()]
+    assert logs == [1] * 24  # 24 proposals, each trained once
+    assert (sweep / "adaptive" / "study.yaml").read_text() == spec.read_text()
+
+
+def test_runs_done_by_a_plain_sweep_are_never_proposed(tmp_path, capsys):
+    """Runs of the same sweep launched under other names (a plain `scalelab sweep` of part
+    of the grid) are recognised by their run ids."""
+    root = tmp_path / "root"
+    part = write(tmp_path, spec_text(presets=PRESETS[-2:]), "part.yaml")
+    code, out, _ = run(["sweep", part, "--root", root, "--executor", "debug", "--train-target", TARGET], capsys)
+    assert code == 0 and "36 launched" in out
+    done = launched_ids(root / "nx")
+    spec = write(tmp_path, spec_text())
+    code, out, err = run(["next", spec, "-n", 8, "--root", root], capsys)
+    assert code == 0, err
+    path = root / "nx" / "adaptive" / "next.yaml"  # the default -o
+    ids = set(load_plan(path).table["run_id"].to_list())
+    assert len(ids) == 8 and not ids & done
+    assert "2 settled sizes" in out or "no interval yet" in out
+
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("ranking", "--target: ranking: not supported yet (only regularized.E)"),
+    ("multiplier", "--target: multiplier: not supported yet (only regularized.E)"),
+    ("regularized.e", "unknown target 'regularized.e' (did you mean 'regularized.E'?)"),
+])
+def test_other_targets_are_one_line_exit_2(tmp_path, capsys, target, said):
+    spec = write(tmp_path, spec_text())
+    code, out, err = run(["next", spec, "--target", target, "--root", tmp_path], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and said in err, err
+
+
+def test_bad_loss_column_is_one_line_exit_2(tmp_path, capsys):
+    spec = write(tmp_path, spec_text())
+    code, out, err = run(["next", spec, "--loss-column", "final", "--root", tmp_path], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "did you mean 'final_loss'" in err, err
+
+
+def test_help_says_what_is_not_supported_yet(capsys):
+    code, out, _ = run(["next", "-h"], capsys)
+    assert code == 0 and "ranking and multiplier are not supported yet" in " ".join(out.split())
+
+
+def test_budget(tmp_path, capsys):
+    """--budget needs priced runs (GPU-hours); a budget nothing fits proposes nothing."""
+    unpriced = write(tmp_path, spec_text(priced=False), "unpriced.yaml")
+    code, out, err = run(["next", unpriced, "--budget", 1, "--root", tmp_path], capsys)
+    assert code == 2 and err.count("\n") == 1 and "launcher.flops_per_gpu_s" in err, err
+    code, out, err = run(["next", unpriced, "--root", tmp_path, "-n", 2], capsys)
+    assert code == 0 and "FLOPs" in out  # without --budget: scored per FLOP
+    spec = write(tmp_path, spec_text())
+    out_file = tmp_path / "b.yaml"
+    code, out, err = run(["next", spec, "--budget", 1e-9, "-o", out_file, "--root", tmp_path], capsys)
+    assert code == 0 and "nothing to propose: no proposal fits --budget" in out
+    assert not out_file.exists()
+
+
+def test_a_study_needs_tuned_axes_and_one_cell_per_size(tmp_path, capsys):
+    flat = spec_text().replace("  data.epochs: [2, 4, 8]\n  optim.weight_decay: [0.1, 0.3, 1]\n", "")
+    code, _, err = run(["next", write(tmp_path, flat, "flat.yaml"), "--root", tmp_path], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no tuned axes" in err, err
+    two = spec_text(grid_extra="\n  train.batch_size: [8, 16]")
+    code, _, err = run(["next", write(tmp_path, two, "two.yaml"), "--root", tmp_path], capsys)
+    assert code == 2 and err.count("\n") == 1 and "one cell per model size" in err, err
