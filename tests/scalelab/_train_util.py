@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,21 @@ def spawn_ranks(world: int, target, args: tuple, timeout: float = CEILING_S) -> 
 
 def spawn_ddp(world: int, overrides: list[str], run_dir: Path, timeout: float = CEILING_S) -> None:
     spawn_ranks(world, ddp_worker, (overrides, str(run_dir)), timeout)
+
+
+def signal_at_step(step: int, sig: int = signal.SIGTERM):
+    """A stand-in for ``scalelab.train.step.lm_loss`` that sends this process ``sig`` during
+    training step ``step`` (its ``step``-th forward with grad), as a cluster preempting the
+    run would. Install it with ``monkeypatch.setattr(step_mod, "lm_loss", signal_at_step(k))``."""
+    from scalelab.train import step as step_mod
+
+    real, calls = step_mod.lm_loss, {"n": 0}
+
+    def signalling(model, x, y):
+        if torch.is_grad_enabled():
+            calls["n"] += 1
+            if calls["n"] == step:
+                os.kill(os.getpid(), sig)
+        return real(model, x, y)
+
+    return signalling

@@ -5,7 +5,6 @@ compacted or a part. Reading names the file in one line; a relaunch sets the fil
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,8 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import torch
-from _train_util import cli_env, make_token_dir, tiny_cfg, write_cfg_yaml
+from _train_util import cli_env, make_token_dir, signal_at_step, tiny_cfg, write_cfg_yaml
 from _waits import CEILING_S
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))
@@ -159,16 +157,8 @@ def preempted(tmp_path_factory):
     cfg = tiny_cfg(data, STEPS, "train.checkpoint_every=2", "train.eval_every=2",
                    "train.norms_every=2")
     run_dir = root / "pristine"
-    real, calls = step_mod.lm_loss, {"n": 0}
-
-    def preempt_at_6(model, x, y):
-        if torch.is_grad_enabled():
-            calls["n"] += 1
-            if calls["n"] == 6:
-                os.kill(os.getpid(), signal.SIGUSR1)
-        return real(model, x, y)
-
-    step_mod.lm_loss = preempt_at_6
+    real = step_mod.lm_loss
+    step_mod.lm_loss = signal_at_step(6, signal.SIGUSR1)
     try:
         assert train(cfg, run_dir) == State.PREEMPTED
     finally:

@@ -14,12 +14,12 @@ import time
 
 import polars as pl
 import pytest
-import torch
 from _train_util import (
     assert_tensors_equal,
     final_state,
     make_token_dir,
     popen_train,
+    signal_at_step,
     tiny_cfg,
     write_cfg_yaml,
     write_malicious_checkpoint,
@@ -193,23 +193,14 @@ def test_sigterm_checkpoints_exits_preempted_and_resumes(setup, tmp_path):
 def test_in_process_preemption_resume_per_optimizer(data, tmp_path, monkeypatch, name, extra):
     """SIGTERM to this very process during step 3 -> PREEMPTED at 3 -> resume -> bitwise equal
     to an uninterrupted run (covers fp32 state of bf16 params, Muon's AdamW groups, Scion)."""
-    import os
 
     from scalelab.train import step as step_mod
 
     cfg = tiny_cfg(data, 6, f"optim.name={name}", "train.checkpoint_every=100",
                    "train.norms_every=2", *extra)
     assert train(cfg, tmp_path / "ref") == State.COMPLETED
-    real, calls = step_mod.lm_loss, {"n": 0}
-
-    def signalling(model, x, y):
-        if torch.is_grad_enabled():
-            calls["n"] += 1
-            if calls["n"] == 3:
-                os.kill(os.getpid(), signal.SIGTERM)
-        return real(model, x, y)
-
-    monkeypatch.setattr(step_mod, "lm_loss", signalling)
+    real = step_mod.lm_loss
+    monkeypatch.setattr(step_mod, "lm_loss", signal_at_step(3))
     assert train(cfg, tmp_path / "run") == State.PREEMPTED
     assert ckpt.latest_step(tmp_path / "run") == 3
     monkeypatch.setattr(step_mod, "lm_loss", real)

@@ -9,14 +9,11 @@ optional extra: ``pip install 'scalelab[wandb]'``).
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
-import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/scalelab: _train_util
@@ -24,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 pytest.importorskip("wandb", reason="wandb is an optional extra (scalelab[wandb])")
 
-from _train_util import make_token_dir, tiny_cfg
+from _train_util import make_token_dir, signal_at_step, tiny_cfg
 from _wandb_offline import offline_runs
 
 from scalelab.identity import run_dir_name, short_id
@@ -146,16 +143,8 @@ def test_preempted_run_continues_its_own_wandb_run(data, tmp_path, monkeypatch):
 
     cfg = tiny_cfg(data, STEPS, *EXTRA)
     run_dir = tmp_path / run_dir_name(cfg)  # standalone: not in a sweep
-    real, calls = step_mod.lm_loss, {"n": 0}
-
-    def signalling(model, x, y):
-        if torch.is_grad_enabled():
-            calls["n"] += 1
-            if calls["n"] == 7:
-                os.kill(os.getpid(), signal.SIGTERM)
-        return real(model, x, y)
-
-    monkeypatch.setattr(step_mod, "lm_loss", signalling)
+    real = step_mod.lm_loss
+    monkeypatch.setattr(step_mod, "lm_loss", signal_at_step(7))
     assert train(cfg, run_dir) == State.PREEMPTED
     kept = (run_dir / WANDB_ID_FILE).read_text().strip()
     monkeypatch.setattr(step_mod, "lm_loss", real)
