@@ -30,6 +30,7 @@ from analysis.infinite_compute import (
     reportable,
 )
 from analysis.progress import Reporter, Sections, progress_fn
+from analysis.recipe_verdicts import verdict_lines
 from analysis.recipes import AsymptoteFit
 
 __all__ = ["section_status", "write_infinite_compute_report", "write_missing_report"]
@@ -131,6 +132,10 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
           "## Sections", ""] + [f"- {line}" for line in section_status(res)] + ["",
           "![recipes](recipes.png)", "", "## Asymptotes (N -> infinity)", ""]
     md += [f"- {line}" for line in _recipe_lines(res)] + [""]
+    md += ["## Which recipe is better at infinite compute", "",
+           "Paired bootstrap over model sizes of E_A - E_B (analysis.compare); a winner is named only "
+           "when its 95% CI excludes 0.", ""]
+    md += [f"- {line}" for line in verdict_lines(res)] + [""]
     md += ["## Best loss per model size", "", _md(res.best_per_n.select("recipe", "N", "loss", "name")), ""]
     md += ["## Ensembles (logit averaging), loss vs K", ""]
     if res.ensemble.height:
