@@ -1,0 +1,62 @@
+"""bench/adaptive_twin.py on a synthetic reference grid (a known law plus noise, in the
+columns ``scalelab collect`` writes): the three designs run, the table and the figure are
+written, the truth is the full grid's fit, and a grid with a missing cell is refused."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from analysis.adaptive import Axis, CandidateSpace, SyntheticTrainer
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import adaptive_twin  # noqa: E402
+
+SIZES = (5.6e3, 9.7e3, 1.45e4, 2.6e4, 4.1e4, 8e4)
+EPOCHS, WD = (32.0, 64.0, 128.0), (0.1, 1.0, 3.0, 10.0)
+
+
+def _reference(path: Path, drop: int = 0) -> Path:
+    space = CandidateSpace(SIZES, (Axis("epochs", EPOCHS), Axis("wd", WD)))
+    law = SyntheticTrainer(E=1.95, noise_sd=0.005, grid={"epochs": EPOCHS, "wd": WD},
+                           opt_lo={"epochs": 64.0, "wd": 0.1}, opt_hi={"epochs": 128.0, "wd": 3.0},
+                           x_range=(SIZES[0] / 1e6, SIZES[-1] / 1e6))
+    runs = law.train(space.table(law.flops))
+    frame = pl.DataFrame({
+        "N": runs["N"].cast(pl.Int64), "data.epochs": runs["epochs"].cast(pl.Int64),
+        "optim.weight_decay": runs["wd"], "final_loss": runs["loss"],
+        "wall_time_s": runs["N"] * runs["epochs"] / 1e4, "state": ["COMPLETED"] * runs.height,
+    })
+    path.mkdir(parents=True, exist_ok=True)
+    frame[drop:].write_parquet(path / "runs.parquet")
+    return path
+
+
+def test_three_designs_table_and_figure(tmp_path, capsys):
+    sweep = _reference(tmp_path / "ref")
+    assert adaptive_twin.main([str(sweep), "--random-seeds", "3", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "truth E = 1.9" in out
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["grid", "random", "adaptive"]
+    assert "| random | 3 |" in out
+    assert (tmp_path / "out" / "adaptive_twin.png").stat().st_size > 10_000
+    traj = pl.read_parquet(tmp_path / "out" / "adaptive_twin.parquet")
+    assert set(traj["design"]) == {"grid", "random", "adaptive"}
+    budget = traj["budget_hours"][0]
+    assert (traj["cpu_hours"] <= budget * (1 + 1e-9)).all()  # nobody spends past the budget
+    full = traj.filter(pl.col("design") == "grid")["cpu_hours"].max()
+    assert full == pytest.approx(budget)  # the grid, read to its end, is the budget
+    assert np.isfinite(traj.filter(pl.col("design") == "adaptive")["width"][-1])
+
+
+def test_a_grid_with_a_missing_run_is_refused(tmp_path):
+    sweep = _reference(tmp_path / "ref", drop=1)
+    with pytest.raises(SystemExit, match="lacks 1 run"):
+        adaptive_twin.main([str(sweep), "--out", str(tmp_path / "out")])
