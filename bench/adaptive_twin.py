@@ -14,7 +14,10 @@ as its budget:
 - grid: the sizes ascending, each size's cells in the spec's order (deterministic);
 - random: the same cells in ``--random-seeds`` random orders;
 - adaptive: ``analysis.adaptive.run_adaptive`` from its seed design (deterministic on a
-  cache: one seed per cell, so no two arms of it differ).
+  cache: one seed per cell, so no two arms of it differ), settling each size by one-axis
+  steps (Kim et al.'s coordinate search);
+- adaptive (ridge): the same, with the all-up / all-down diagonal cells as neighbours too
+  (``CandidateSpace.ridge``).
 
 Prints a markdown table (width of E's CI at 25/50/100% of the budget, CPU-hours to reach
 multiples of the whole grid's own width, coverage of the truth at half the budget) and writes ``adaptive_twin.png`` (width vs CPU-hours)
@@ -24,6 +27,7 @@ and ``adaptive_twin.parquet`` (every trajectory) under ``--out``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field
@@ -35,10 +39,13 @@ import polars as pl
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
 from analysis.adaptive.space import Axis, CandidateSpace
-from analysis.adaptive.target import evaluate
+from analysis.adaptive.target import evaluate, size_points
 from analysis.adaptive.trajectory import reached, width_at
+from matplotlib.ticker import FuncFormatter
+
 from analysis.plot_style import plt
 
+DESIGNS = ("grid", "random", "adaptive", "adaptive (ridge)")
 EPOCHS, WD = "data.epochs", "optim.weight_decay"
 """The reference grid's tuned axes (runs.parquet columns)."""
 
@@ -94,8 +101,12 @@ def trajectories(space: CandidateSpace, trainer: CachedTrainer, seeds: int, batc
     for s in range(seeds):
         rnd = run_fixed(trainer, space, random_order(space, trainer.flops, s), budget, 0.0).trajectory
         out.append(rnd.with_columns(pl.lit("random").alias("design"), pl.lit(s).alias("seed")))
-    ad = run_adaptive(trainer, space, seed_design(space, trainer.flops), budget, 0.0, batch=batch)
-    out.append(ad.trajectory.with_columns(pl.lit("adaptive").alias("design"), pl.lit(0).alias("seed")))
+    for design, sp in (("adaptive", space), ("adaptive (ridge)", dataclasses.replace(space, ridge=True))):
+        ad = run_adaptive(trainer, sp, seed_design(sp, trainer.flops), budget, 0.0, batch=batch)
+        print(f"{design}: stopped ({ad.stopped}) after {ad.runs.height} runs; best cell per size: "
+              + ", ".join(f"{int(n):,}: ({e:g} ep, wd {w:g}) {l:.4f}" for n, e, w, l in
+                          size_points(ad.runs, sp).settled.select("N", "epochs", "wd", "loss").iter_rows()))
+        out.append(ad.trajectory.with_columns(pl.lit(design).alias("design"), pl.lit(0).alias("seed")))
     return pl.concat(out).with_columns((pl.col("flops") / 3600).alias("cpu_hours"),
                                        pl.lit(budget / 3600).alias("budget_hours"))
 
@@ -108,7 +119,7 @@ def table(traj: pl.DataFrame, truth: float, full_width: float, rel: tuple[float,
     head = ("| design | arms | width at 25% | at 50% | at 100% of the budget | "
             + " | ".join(f"CPU-h to {k:g}x the grid's width" for k in rel) + " | CI at 50% covers the truth |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for design in ("grid", "random", "adaptive"):
+    for design in DESIGNS:
         arms = traj.filter(pl.col("design") == design).partition_by("seed")
         w = {f: float(np.median([width_at(a, f * budget) for a in arms])) for f in (0.25, 0.5, 1.0)}
         hours = []
@@ -117,33 +128,50 @@ def table(traj: pl.DataFrame, truth: float, full_width: float, rel: tuple[float,
             hours.append(f"{np.median(got):.2f} ({len(got)}/{len(arms)} reach it)" if got
                          else f"never (0/{len(arms)})")
         half = [a.filter(pl.col("flops") <= 0.5 * budget) for a in arms]
-        has_ci = [h for h in half if h.height and math.isfinite(h["width"][-1])]
+        has_ci = [h for h in half if h.height and h["width"][-1] <= 1.0]  # a usable CI (_width)
         covers = sum(h["lo"][-1] <= truth <= h["hi"][-1] for h in has_ci)
-        cells = [design, str(len(arms)),
-                 *(f"{w[f]:.3f}" if math.isfinite(w[f]) else "no CI" for f in (0.25, 0.5, 1.0)),
-                 *hours, f"{covers}/{len(has_ci)} with a CI"]
+        cells = [design, str(len(arms)), *(_width(w[f]) for f in (0.25, 0.5, 1.0)),
+                 *hours, f"{covers}/{len(has_ci)} with a usable CI"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def _width(w: float) -> str:
+    """A CI width as the table shows it: none yet, or wider than 1 nat (a fit on too few
+    settled sizes that identifies nothing, e.g. E ~ 0 +- 1000), or the width."""
+    if not math.isfinite(w):
+        return "no CI"
+    return "> 1 nat (not identified)" if w > 1.0 else f"{w:.3f}"
+
+
 def plot(traj: pl.DataFrame, out: Path, truth_width: float) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    colours = {"grid": "tab:gray", "random": "tab:orange", "adaptive": "tab:blue"}
-    for design, sub in traj.filter(pl.col("width").is_finite()).group_by("design", maintain_order=True):
+    colours = {"grid": "tab:gray", "random": "tab:orange", "adaptive": "tab:blue",
+               "adaptive (ridge)": "tab:green"}
+    for design, sub in traj.filter(pl.col("width") <= 1.0).group_by("design", maintain_order=True):
         for i, arm in enumerate(sub.partition_by("seed")):
             ax.step(arm["cpu_hours"], arm["width"], where="post", color=colours[design[0]],
                     alpha=0.9 if design[0] != "random" else 0.35, lw=2 if design[0] != "random" else 1,
                     label=design[0] if i == 0 else None)
-            if design[0] == "adaptive" and arm["cpu_hours"][-1] < arm["budget_hours"][0] * 0.999:
-                ax.plot(arm["cpu_hours"][-1], arm["width"][-1], "o", color=colours["adaptive"])
-                ax.annotate("adaptive stops: no run left\nthat would narrow the CI",
+            if design[0].startswith("adaptive") and arm["cpu_hours"][-1] < arm["budget_hours"][0] * 0.999:
+                ax.plot(arm["cpu_hours"][-1], arm["width"][-1], "o", color=colours[design[0]])
+                ax.annotate("stops: no run left that\nwould narrow the CI",
                             (arm["cpu_hours"][-1], arm["width"][-1]), textcoords="offset points",
-                            xytext=(8, 10), fontsize=8, color=colours["adaptive"])
+                            xytext=(8, 6), fontsize=8, color=colours[design[0]])
     ax.axhline(truth_width, color="black", ls=":", lw=1, label="the full grid's own width")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlim(0, float(traj["budget_hours"][0]) * 1.02)
+    never = [d for d in DESIGNS if d in set(traj["design"]) and not traj.filter(
+        (pl.col("design") == d) & (pl.col("width") <= 1.0)).height]
+    if never:
+        ax.text(0.02, 0.04, "never a CI <= 1 nat: " + ", ".join(never), transform=ax.transAxes,
+                fontsize=8, color="dimgray")
     ax.set_xlabel("CPU-hours spent (1 core per run; measured wall time of each run)")
-    ax.set_ylabel("width of E's 95% CI (nats)")
-    ax.set_title("CPU twin: regularized recipe's asymptote E, three designs, same budget")
+    ax.set_ylabel("width of E's 95% CI (nats; shown once <= 1)")
+    ax.set_title("CPU twin: CI of the regularized asymptote E vs compute, same budget for each design",
+                 fontsize=10)
     ax.legend(frameon=False)
     fig.tight_layout()
     path = out / "adaptive_twin.png"

@@ -69,6 +69,11 @@ class CandidateSpace:
     sizes: tuple[float, ...]
     axes: tuple[Axis, ...]
     replicates: int = 1
+    ridge: bool = False
+    """Also count as neighbours the two cells one step on *every* axis at once, all up or
+    all down (with epochs and weight decay: more epochs with more decay, the ridge the
+    CPU twin's optimum moves along, docs/calibration.md). One-axis steps alone stop at a
+    point of that ridge that is no optimum (docs/adaptive.md, "CPU twin comparison")."""
 
     def __post_init__(self) -> None:
         s = tuple(float(x) for x in self.sizes)
@@ -99,13 +104,19 @@ class CandidateSpace:
         return tuple(a.values.index(float(row[a.name])) for a in self.axes)
 
     def neighbours(self, cell: Cell) -> list[Cell]:
-        """In-grid cells one step from ``cell`` on one axis (-1 before +1, axis by axis)."""
+        """In-grid cells one step from ``cell`` on one axis (-1 before +1, axis by axis);
+        with ``ridge``, then the cells one step down and one step up on every axis."""
         out = []
         for k, n in enumerate(self.shape):
             for step in (-1, 1):
                 j = cell[k] + step
                 if 0 <= j < n:
                     out.append(cell[:k] + (j,) + cell[k + 1 :])
+        if self.ridge and len(self.shape) > 1:
+            for step in (-1, 1):
+                c = tuple(i + step for i in cell)
+                if all(0 <= i < n for i, n in zip(c, self.shape)):
+                    out.append(c)
         return out
 
     def key(self, N: float, cell: Cell, replicate: int = 0) -> str:

@@ -147,3 +147,12 @@ def test_baselines_cover_the_grid_and_stop_on_budget():
     res = run_fixed(tr, SPACE, g, half, 0.0)
     assert res.stopped == "budget" and res.runs["flops"].sum() <= half
     assert res.trajectory.height == res.runs.height
+
+
+def test_ridge_neighbours_add_the_all_up_and_all_down_cells():
+    plain = CandidateSpace((1e4,), (Axis("epochs", (32, 64, 128)), Axis("wd", (0.1, 1, 3, 10))))
+    ridge = CandidateSpace(plain.sizes, plain.axes, ridge=True)
+    assert plain.neighbours((0, 1)) == [(1, 1), (0, 0), (0, 2)]
+    assert ridge.neighbours((0, 1)) == [(1, 1), (0, 0), (0, 2), (1, 2)]  # (-1, 0) is off the grid
+    assert ridge.neighbours((1, 1))[-2:] == [(0, 0), (2, 2)]
+    assert ridge.neighbours((2, 3)) == [(1, 3), (2, 2), (1, 2)]

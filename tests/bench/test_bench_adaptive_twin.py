@@ -44,11 +44,11 @@ def test_three_designs_table_and_figure(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "truth E = 1.9" in out
     rows = [line for line in out.splitlines() if line.startswith("| ")]
-    assert [r.split("|")[1].strip() for r in rows[1:]] == ["grid", "random", "adaptive"]
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["grid", "random", "adaptive", "adaptive (ridge)"]
     assert "| random | 3 |" in out
     assert (tmp_path / "out" / "adaptive_twin.png").stat().st_size > 10_000
     traj = pl.read_parquet(tmp_path / "out" / "adaptive_twin.parquet")
-    assert set(traj["design"]) == {"grid", "random", "adaptive"}
+    assert set(traj["design"]) == {"grid", "random", "adaptive", "adaptive (ridge)"}
     budget = traj["budget_hours"][0]
     assert (traj["cpu_hours"] <= budget * (1 + 1e-9)).all()  # nobody spends past the budget
     full = traj.filter(pl.col("design") == "grid")["cpu_hours"].max()
