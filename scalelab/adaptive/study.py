@@ -101,7 +101,8 @@ def load_study(spec: Spec, *, datasets: Mapping | None = None,
     table = plan.table
     seeds = part.seeds or (None,)
     sizes = _sizes(spec, part, table, axes)
-    space = CandidateSpace(sizes, tuple(_axis(spec, part, a) for a in axes), len(seeds))
+    ridge = spec.tune is not None and spec.tune.ridge
+    space = CandidateSpace(sizes, tuple(_axis(spec, part, a) for a in axes), len(seeds), ridge=ridge)
     cost = GPU_HOURS if table[GPU_HOURS].null_count() == 0 else FLOPS
     rep = ([seeds.index(s) for s in table["seed"].to_list()] if part.seeds is not None
            else [0] * table.height)

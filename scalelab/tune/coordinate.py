@@ -50,8 +50,11 @@ class CoordinateResult:
     """Every trained point -> loss (None: failed)."""
 
 
-def neighbours(index: Index, sizes: Sequence[int]) -> tuple[list[Index], list[tuple[int, int]]]:
-    """(in-grid one-step neighbours, [(axis, direction)] of those beyond an edge)."""
+def neighbours(index: Index, sizes: Sequence[int], ridge: bool = False,
+               ) -> tuple[list[Index], list[tuple[int, int]]]:
+    """(in-grid one-step neighbours, [(axis, direction)] of those beyond an edge). With
+    ``ridge`` (and >= 2 axes), also the in-grid points one step up on every axis at once
+    and one step down (TuneConfig.ridge); a diagonal beyond an edge certifies nothing."""
     inside, outside = [], []
     for axis, size in enumerate(sizes):
         for step in (-1, 1):
@@ -60,6 +63,11 @@ def neighbours(index: Index, sizes: Sequence[int]) -> tuple[list[Index], list[tu
                 inside.append(index[:axis] + (j,) + index[axis + 1 :])
             else:
                 outside.append((axis, step))
+    if ridge and len(sizes) > 1:
+        for step in (-1, 1):
+            diagonal = tuple(i + step for i in index)
+            if all(0 <= i < n for i, n in zip(diagonal, sizes)):
+                inside.append(diagonal)
     return inside, outside
 
 
@@ -67,7 +75,8 @@ class CoordinateSearch:
     """The walk as a state machine: ``pending()`` points to train, ``tell(results)``."""
 
     def __init__(self, grids: Sequence[Sequence[float]], start: Sequence[float], *,
-                 axes: Sequence[str] | None = None, max_evals: int | None = None):
+                 axes: Sequence[str] | None = None, max_evals: int | None = None,
+                 ridge: bool = False):
         self.grids = [tuple(g) for g in grids]
         if not self.grids or any(len(g) == 0 for g in self.grids):
             raise ValueError("coordinate search needs non-empty grids")
@@ -79,6 +88,7 @@ class CoordinateSearch:
         self.axes = list(axes) if axes is not None else [f"axis{i}" for i in range(len(grids))]
         self.sizes = [len(g) for g in self.grids]
         self.max_evals = max_evals
+        self.ridge = ridge
         self.centre: Index = tuple(g.index(v) for g, v in zip(self.grids, start))
         self.path: list[Index] = [self.centre]
         self.losses: dict[Index, float | None] = {}
@@ -112,7 +122,7 @@ class CoordinateSearch:
 
     # --- the walk -----------------------------------------------------------------------
     def _needed(self) -> list[Index]:
-        inside, _ = neighbours(self.centre, self.sizes)
+        inside, _ = neighbours(self.centre, self.sizes, self.ridge)
         return [i for i in [self.centre, *inside] if i not in self.losses]
 
     def _advance(self) -> None:
@@ -123,7 +133,7 @@ class CoordinateSearch:
                     self._budget_hit = True
                     self._finish()
                 return
-            inside, _ = neighbours(self.centre, self.sizes)
+            inside, _ = neighbours(self.centre, self.sizes, self.ridge)
             here = self._key(self.centre)
             best = min(inside, key=self._key, default=None)
             if best is not None and self._key(best) < here:
@@ -139,7 +149,7 @@ class CoordinateSearch:
     def _finish(self) -> None:
         c = self.centre
         loss = self.losses.get(c)
-        inside, outside = neighbours(c, self.sizes)
+        inside, outside = neighbours(c, self.sizes, self.ridge)
         flags = []
         if loss is None or not math.isfinite(loss):
             flags.append("the accepted point itself failed or diverged")
@@ -181,9 +191,10 @@ def coordinate_search(
     *,
     axes: Sequence[str] | None = None,
     max_evals: int | None = None,
+    ridge: bool = False,
 ) -> CoordinateResult:
     """Run the walk to the end, training each round's points with one ``evaluate`` call."""
-    search = CoordinateSearch(grids, start, axes=axes, max_evals=max_evals)
+    search = CoordinateSearch(grids, start, axes=axes, max_evals=max_evals, ridge=ridge)
     while not search.done:
         points = search.pending()
         losses = list(evaluate(points))

@@ -224,7 +224,7 @@ def _coordinate(spec: Spec, book: _Book, runner: Runner, tell: TuneProgress | No
     grids = [sorted(spec.grid[a]) for a in t.axes]
     start = [t.start.get(a, g[(len(g) - 1) // 2]) for a, g in zip(t.axes, grids)]
     sign = -1.0 if t.direction == "maximize" else 1.0
-    searches = [(cell, CoordinateSearch(grids, start, axes=t.axes, max_evals=t.max_evals))
+    searches = [(cell, CoordinateSearch(grids, start, axes=t.axes, max_evals=t.max_evals, ridge=t.ridge))
                 for cell in _cells(spec, set(t.axes))]
     values: Mapping[str, float | None] = {}
     while True:

@@ -168,3 +168,16 @@ def test_the_sweep_command_runs_the_loop_and_refuses_half_flags(tmp_path, capsys
     sweep = root / "ad"
     assert finished_keys(st, sweep) == in_memory(st, 0)
     assert pl.read_parquet(sweep / "adaptive" / "trajectory.parquet")["stopped"][-1] == "target"
+
+
+@pytest.mark.parametrize("ridge", [False, True])
+def test_tune_ridge_reaches_the_study_space(tmp_path, ridge):
+    """``tune: {method: coordinate, ridge: true}`` makes the study's neighbours include the
+    all-up / all-down diagonal (the twin's epochs x weight-decay ridge, docs/adaptive.md)."""
+    text = spec_text("rg") + ("tune: {method: coordinate, axes: [data.epochs, optim.weight_decay], "
+                              f"ridge: {str(ridge).lower()}}}\n")
+    path = tmp_path / "rg.yaml"
+    path.write_text(text)
+    st = load_study(load_spec(path))
+    assert st.space.ridge is ridge
+    assert ((1, 1) in st.space.neighbours((0, 0))) is ridge

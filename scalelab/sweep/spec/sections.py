@@ -123,3 +123,8 @@ class TuneConfig:
     """Coordinate: start value per axis (must be on the grid); default the middle value."""
     max_evals: int | None = None
     """Coordinate: cap on trained points per search (None = the grid size)."""
+    ridge: bool = False
+    """Coordinate and adaptive studies (``scalelab next``, ``sweep --adaptive``): a point's
+    neighbours also include the point one step up on every axis at once and the point one
+    step down. On the CPU twin the best (epochs, weight decay) cell moves along that
+    diagonal, and one-axis steps stop short of it (docs/adaptive.md, "CPU twin comparison")."""

@@ -105,6 +105,25 @@ def test_diverged_neighbours_count_as_worse():
     assert res.certified and res.evaluated[(16, 1e-2, 0.8)] == math.inf
 
 
+TWIN_26K = {  # measured final losses of twin-26k (sweeps/adaptive_twin_reference.yaml, 2026-11-26)
+    (32, 0.1): 2.3316, (32, 1.0): 2.1468, (32, 3.0): 2.1910, (32, 10.0): 2.4969,
+    (64, 0.1): 2.4203, (64, 1.0): 2.1549, (64, 3.0): 2.0688, (64, 10.0): 2.2852,
+    (128, 0.1): 2.9224, (128, 1.0): 2.2188, (128, 3.0): 2.1065, (128, 10.0): 2.1933,
+}
+
+
+@pytest.mark.parametrize("ridge, best, certified", [(False, (32, 1.0), False), (True, (64, 3.0), True)])
+def test_the_ridge_step_escapes_the_twins_diagonal_trap(ridge, best, certified):
+    """On real twin-26k losses, one-axis steps from (32 ep, wd 1) stop there (each one-axis
+    neighbour is worse; only the epochs edge keeps it from being certified) though (64, 3),
+    one step up on both axes, is 0.08 nats lower; with ``ridge`` the search steps there and
+    certifies it, an interior optimum (docs/adaptive.md)."""
+    res = coordinate_search([(32, 64, 128), (0.1, 1.0, 3.0, 10.0)], (32, 1.0),
+                            lambda pts: [TWIN_26K[p] for p in pts], ridge=ridge)
+    assert res.best == best and res.certified == certified
+    assert res.loss == TWIN_26K[best]
+
+
 def test_budget_and_one_axis_grid():
     res = coordinate_search([E, LR, WD], (1, 1e-4, 0.0), bowl((64, 3e-2, 6.4)), axes=AXES,
                             max_evals=10)
