@@ -20,8 +20,9 @@ as its budget:
   (``CandidateSpace.ridge``).
 
 Prints a markdown table (width of E's CI at 25/50/100% of the budget, CPU-hours to reach
-multiples of the whole grid's own width, coverage of the truth at half the budget) and writes ``adaptive_twin.png`` (width vs CPU-hours)
-and ``adaptive_twin.parquet`` (every trajectory) under ``--out``.
+multiples of the whole grid's own width, coverage of the truth at half the budget) and
+writes ``adaptive_twin.png`` (width vs CPU-hours) and ``adaptive_twin.parquet`` (every
+trajectory) under ``--out``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import argparse
 import dataclasses
 import math
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ import polars as pl
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
 from analysis.adaptive.space import Axis, CandidateSpace
-from analysis.adaptive.target import evaluate, size_points
+from analysis.adaptive.target import TargetFit, evaluate, size_points
 from analysis.adaptive.trajectory import reached, width_at
 from matplotlib.ticker import FuncFormatter
 
@@ -50,18 +50,13 @@ EPOCHS, WD = "data.epochs", "optim.weight_decay"
 """The reference grid's tuned axes (runs.parquet columns)."""
 
 
-@dataclass(frozen=True)
 class CachedTrainer:
     """A trainer whose runs are the reference grid's: ``train`` reads a run's final loss,
     ``flops`` returns its measured wall seconds (the cost every design pays)."""
 
-    runs: pl.DataFrame
-    """key, loss, cost_s: one row per cached run."""
-    truth: float = math.nan
-    _by_key: dict = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        self._by_key.update({k: (l, c) for k, l, c in self.runs.select("key", "loss", "cost_s").iter_rows()})
+    def __init__(self, runs: pl.DataFrame) -> None:
+        """``runs``: key, loss, cost_s, one row per cached run."""
+        self._by_key = {k: (l, c) for k, l, c in runs.select("key", "loss", "cost_s").iter_rows()}
 
     def flops(self, frame: pl.DataFrame) -> np.ndarray:
         return np.array([self._by_key[k][1] for k in frame["key"]], dtype=float)
@@ -70,7 +65,8 @@ class CachedTrainer:
         return frame.with_columns(pl.Series("loss", [self._by_key[k][0] for k in frame["key"]], dtype=pl.Float64))
 
 
-def load(sweep_dir: Path) -> tuple[CandidateSpace, CachedTrainer]:
+def load(sweep_dir: Path) -> tuple[CandidateSpace, CachedTrainer, TargetFit]:
+    """The candidate space, the cache as a trainer, and the truth: the whole grid's fit."""
     runs = pl.read_parquet(sweep_dir / "runs.parquet").filter(
         (pl.col("state") == "COMPLETED") & pl.col("final_loss").is_finite())
     sizes = sorted(set(runs["N"].cast(pl.Float64).to_list()))
@@ -90,7 +86,7 @@ def load(sweep_dir: Path) -> tuple[CandidateSpace, CachedTrainer]:
     print(f"reference grid: {full.height} runs, {cached['cost_s'].sum() / 3600:.2f} CPU-hours; "
           f"truth E = {truth.E:.4f} (its own 95% CI {truth.ci[0]:.4f}..{truth.ci[1]:.4f}, "
           f"width {truth.width:.4f}, {truth.n_sizes} settled sizes)")
-    return space, CachedTrainer(cached, truth=truth.E)
+    return space, trainer, truth
 
 
 def trajectories(space: CandidateSpace, trainer: CachedTrainer, seeds: int, batch: int) -> pl.DataFrame:
@@ -188,13 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="target widths as multiples of the whole grid's own CI width")
     ap.add_argument("--out", type=Path, default=Path("docs"))
     args = ap.parse_args(argv)
-    space, trainer = load(args.sweep_dir)
+    space, trainer, truth = load(args.sweep_dir)
     traj = trajectories(space, trainer, args.random_seeds, args.batch)
     args.out.mkdir(parents=True, exist_ok=True)
     traj.write_parquet(args.out / "adaptive_twin.parquet")
-    truth_width = evaluate(trainer.train(grid_order(space, trainer.flops)), space).width
-    print(table(traj, trainer.truth, truth_width, tuple(args.relative_targets)))
-    print(f"figure: {plot(traj, args.out, truth_width)}")
+    print(table(traj, truth.E, truth.width, tuple(args.relative_targets)))
+    print(f"figure: {plot(traj, args.out, truth.width)}")
     return 0
 
 

@@ -57,10 +57,10 @@ def compare_cmd(
     from analysis.compare import compare_recipes
     from analysis.errors import AnalysisInputError
     from scalelab.adaptive.recipe_cells import recipe_cells
-    from scalelab.cli.report import _recipe_filters, fresh_runs_table
+    from scalelab.cli.report import recipe_filters, fresh_runs_table
     from scalelab.sweep.run.launch import sweep_dir_of
 
-    filters = _recipe_filters(recipe)
+    filters = recipe_filters(recipe)
     sweep_dir = sweep_dir_of(sweep, root)
     runs = pl.read_parquet(fresh_runs_table(sweep_dir))
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,

@@ -64,7 +64,7 @@ def fresh_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None)
     return sweep / "runs.parquet"
 
 
-def _recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
+def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
     from analysis.errors import AnalysisInputError
     from analysis.recipe_rows import parse_recipe_option
 
@@ -99,7 +99,7 @@ def report_cmd(
     """Write <sweep>/report/ (recipes, asymptotes with CIs, laws, figures); print each section."""
     if bootstrap < 0 or bootstrap == 1:
         raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
-    filters = _recipe_filters(recipe)
+    filters = recipe_filters(recipe)
     output = ProgressOutput.from_flags(log_format, quiet)
     with output:
         fresh_runs_table(sweep, output.sink)
