@@ -21,8 +21,10 @@ import polars as pl
 
 from analysis.adaptive import trajectory
 from analysis.adaptive.loop import Trainer
+from analysis.adaptive.objective import Asymptote, Summary, Target
+from analysis.adaptive.planner import GRID
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, fit_target, size_points
+from analysis.adaptive.target import TargetFit, estimate, fit_target, size_points
 
 __all__ = ["FixedResult", "grid_order", "random_order", "run_fixed"]
 
@@ -35,7 +37,13 @@ class FixedResult:
     """One row per run (trajectory.SCHEMA; step = runs)."""
     stopped: str
     """"target", "budget" or "exhausted" (the order ran out)."""
-    fit: TargetFit
+    summary: Summary
+    fits: dict[str, TargetFit]
+
+    @property
+    def fit(self) -> TargetFit:
+        """The fit of the target's first recipe."""
+        return next(iter(self.fits.values()))
 
 
 def grid_order(space: CandidateSpace, flops) -> pl.DataFrame:
@@ -50,12 +58,29 @@ def random_order(space: CandidateSpace, flops, seed: int = 0) -> pl.DataFrame:
 
 
 def run_fixed(trainer: Trainer, space: CandidateSpace, order: pl.DataFrame, budget: float,
-              target_width: float, *, level: float = 0.95) -> FixedResult:
-    """Train ``order`` run by run until the width is <= ``target_width`` or the next run
-    would exceed ``budget`` FLOPs (module docstring)."""
+              target_width: float, *, level: float = 0.95,
+              target: Target | None = None) -> FixedResult:
+    """Train ``order`` run by run until the target is met (its width is <= ``target_width``,
+    or a ranking is decided) or the next run would exceed ``budget`` FLOPs (module
+    docstring). ``target``: objective.py (default: E of the whole space)."""
+    target = target if target is not None else Asymptote(GRID, space, level)
     trained = trainer.train(order)  # losses depend on the run alone (trainer.py)
+    masks = {r: sub.contains(trained) for r, sub in target.recipes.items()}
     cache: dict[tuple, TargetFit] = {}
-    rows, spent, stopped, fit = [], 0.0, "exhausted", None
+
+    def fits_at(n: int) -> dict[str, TargetFit]:
+        out = {}
+        for r, sub in target.recipes.items():
+            points = size_points(trained.head(n).filter(masks[r].head(n)), sub)
+            sig = (r, tuple(points.settled.rows()), points.within_ss, points.within_dof)
+            if sig not in cache:
+                cache[sig] = fit_target(points, level)
+            out[r] = cache[sig]
+        return out
+
+    rows, spent, stopped = [], 0.0, "exhausted"
+    fits = fits_at(0)
+    summary = target.summary({r: estimate(f) for r, f in fits.items()})
     n = 0
     for n in range(1, trained.height + 1):
         cost = float(trained["flops"][n - 1])
@@ -63,15 +88,11 @@ def run_fixed(trainer: Trainer, space: CandidateSpace, order: pl.DataFrame, budg
             stopped, n = "budget", n - 1
             break
         spent += cost
-        points = size_points(trained.head(n), space)
-        sig = (tuple(points.settled.rows()), points.within_ss, points.within_dof)
-        if sig not in cache:
-            cache[sig] = fit_target(points, level)
-        fit = cache[sig]
-        rows.append(trajectory.row(n, n, spent, fit))
-        if fit.width <= target_width:
+        fits = fits_at(n)
+        summary = target.summary({r: estimate(f) for r, f in fits.items()})
+        rows.append(trajectory.row(n, n, spent, summary, min(f.n_sizes for f in fits.values())))
+        if summary.met(target_width):
             stopped = "target"
             break
-    if fit is None:
-        fit = fit_target(size_points(trained.head(0), space), level)
-    return FixedResult(trained.head(n), pl.DataFrame(rows, schema=trajectory.SCHEMA), stopped, fit)
+    return FixedResult(trained.head(n), pl.DataFrame(rows, schema=trajectory.SCHEMA), stopped,
+                       summary, fits)

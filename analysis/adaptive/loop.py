@@ -3,8 +3,9 @@ is narrow enough or the budget is spent.
 
 Round 0 trains ``seed_design``. Every later round r:
 
-1. fit the target on the finished runs (target.py); stop ("target") when its width is
-   <= ``target_width``;
+1. fit the target on the finished runs (``target.judge``: each recipe's fit and the
+   target's summary, objective.py); stop ("target") when its width is <= ``target_width``
+   or, for a ranking, when the ranking is decided;
 2. plan (planner.py): score every candidate not yet run, choose up to ``batch`` runs
    within the budget left; stop ("budget") when none fits, ("exhausted") when no action
    is left that would shrink the width;
@@ -27,9 +28,10 @@ import numpy as np
 import polars as pl
 
 from analysis.adaptive import trajectory
-from analysis.adaptive.planner import plan_next, start_cell
+from analysis.adaptive.objective import Asymptote, Summary, Target
+from analysis.adaptive.planner import GRID, plan_next, start_cell
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, evaluate, size_points
+from analysis.adaptive.target import TargetFit, judge, size_points
 from analysis.errors import AnalysisInputError
 
 __all__ = ["AdaptiveResult", "Round", "Trainer", "run_adaptive", "seed_design"]
@@ -44,12 +46,12 @@ class Trainer(Protocol):
 @dataclass(frozen=True)
 class Round:
     """One planning round: the candidate table (every pending run, scored), the chosen
-    runs, the target's fit before them and the planning model's width then."""
+    runs, the target before them and the planning model's width then."""
 
     index: int
     table: pl.DataFrame
     chosen: pl.DataFrame
-    fit: TargetFit
+    summary: Summary
     predicted_width: float
 
 
@@ -62,8 +64,15 @@ class AdaptiveResult:
     """One row per round (trajectory.SCHEMA), round 0 = the seed design."""
     stopped: str
     """"target", "budget", "exhausted" or "max_rounds"."""
-    fit: TargetFit
+    summary: Summary
     """The target on every finished run."""
+    fits: dict[str, TargetFit]
+    """Each recipe's fit on every finished run."""
+
+    @property
+    def fit(self) -> TargetFit:
+        """The fit of the target's first recipe (the only one of an asymptote target)."""
+        return next(iter(self.fits.values()))
 
 
 def seed_design(space: CandidateSpace, flops, n_sizes: int = 4) -> pl.DataFrame:
@@ -78,11 +87,13 @@ def seed_design(space: CandidateSpace, flops, n_sizes: int = 4) -> pl.DataFrame:
 def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, budget: float,
                  target_width: float, *, batch: int = 4, level: float = 0.95,
                  noise_sd: float = 0.02, studentized: bool = True,
-                 max_rounds: int = 1000) -> AdaptiveResult:
+                 max_rounds: int = 1000, target: Target | None = None) -> AdaptiveResult:
     """The loop of the module docstring. ``seed``: the seed design (a run frame of
     ``space``, e.g. ``seed_design``); ``budget``: FLOPs, the seed design included;
-    ``target_width``: the full width of E's CI to reach; ``noise_sd``: the planner's prior
-    guess of one run's noise sd."""
+    ``target_width``: the full width of the target's CI to reach; ``noise_sd``: the
+    planner's prior guess of one run's noise sd; ``target``: objective.py (default: E of
+    the whole space)."""
+    target = target if target is not None else Asymptote(GRID, space, level)
     table = space.table(trainer.flops)
     cols = table.columns
     if missing := set(seed["key"].to_list()) - set(table["key"].to_list()):
@@ -91,28 +102,33 @@ def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, bu
     if (spent := float(seed["flops"].sum())) > budget:
         raise AnalysisInputError(f"the seed design needs {spent:.3g} FLOPs, over the budget {budget:.3g}")
     done = trainer.train(seed).select(*cols, "loss").with_columns(pl.lit(0).alias("round"))
-    fit = evaluate(done, space, level)
-    traj = [trajectory.row(0, done.height, spent, fit)]
+    summary, fits = judge(target, done)
+    traj = [trajectory.row(0, done.height, spent, summary, _sizes(fits))]
     rounds: list[Round] = []
     stopped = "max_rounds"
     for r in range(1, max_rounds + 1):
-        if fit.width <= target_width:
+        if summary.met(target_width):
             stopped = "target"
             break
         pending = table.filter(~pl.col("key").is_in(done["key"].to_list()))
         plan = plan_next(space, done, pending, batch=batch, budget_left=budget - spent,
-                         noise_sd=noise_sd, level=level, studentized=studentized)
-        rounds.append(Round(r, plan.table, plan.chosen, fit, plan.width))
+                         noise_sd=noise_sd, level=level, studentized=studentized, target=target)
+        rounds.append(Round(r, plan.table, plan.chosen, summary, plan.width))
         if plan.chosen.height == 0:
-            fits = pending.filter(pl.col("flops") <= budget - spent).height
-            stopped = "budget" if pending.height and not fits else "exhausted"
+            affordable = pending.filter(pl.col("flops") <= budget - spent).height
+            stopped = "budget" if pending.height and not affordable else "exhausted"
             break
         new = trainer.train(plan.chosen.select(cols)).select(*cols, "loss")
         done = pl.concat([done, new.with_columns(pl.lit(r).alias("round"))])
         spent += float(new["flops"].sum())
-        fit = evaluate(done, space, level)
-        traj.append(trajectory.row(r, done.height, spent, fit))
+        summary, fits = judge(target, done)
+        traj.append(trajectory.row(r, done.height, spent, summary, _sizes(fits)))
     else:
-        stopped = "target" if fit.width <= target_width else "max_rounds"
+        stopped = "target" if summary.met(target_width) else "max_rounds"
     return AdaptiveResult(done, tuple(rounds), pl.DataFrame(traj, schema=trajectory.SCHEMA),
-                          stopped, fit)
+                          stopped, summary, fits)
+
+
+def _sizes(fits: dict[str, TargetFit]) -> int:
+    """The fewest settled sizes of any recipe's fit."""
+    return min(f.n_sizes for f in fits.values())

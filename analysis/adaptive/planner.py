@@ -45,6 +45,7 @@ at that step of the greedy batch); the chosen ones carry their rank (launch orde
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,12 +53,16 @@ import numpy as np
 import polars as pl
 
 from analysis.adaptive.law import MIN_SIZES, SCALE
+from analysis.adaptive.objective import Asymptote, Estimate, Target
 from analysis.adaptive.posterior import Design, Posterior, planning_posterior
 from analysis.adaptive.space import CandidateSpace, Cell
 from analysis.adaptive.target import SizePoints, size_points
 from analysis.errors import AnalysisInputError
 
-__all__ = ["Action", "Plan", "actions", "plan_next", "start_cell"]
+__all__ = ["GRID", "Action", "Plan", "actions", "plan_next", "start_cell"]
+
+GRID = "grid"
+"""The recipe name of the whole candidate space (the default target: its E)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class Action:
     weight: float
     dof: int
     cost: float
+    recipe: str = ""
+    """The recipe (objective.py) whose fit the action changes."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,14 @@ class Plan:
     """A round's decision: every pending candidate with its score, and the chosen runs."""
 
     table: pl.DataFrame
-    """Pending runs: key, N, axes, replicate, flops, action, action_cost, gain, score,
-    selected, rank."""
+    """Pending runs: key, N, axes, replicate, flops, recipe, action, action_cost, gain,
+    score, selected, rank."""
     chosen: pl.DataFrame
     """The selected rows of ``table``, in rank order."""
     posterior: Posterior
+    """The planning posterior of the target's first recipe."""
     width: float
-    """The planning model's width of E's CI now (before the batch)."""
+    """The planning model's width of the target's CI now (before the batch)."""
 
 
 def start_cell(space: CandidateSpace, points: SizePoints, N: float) -> Cell:
@@ -131,25 +139,52 @@ def actions(space: CandidateSpace, points: SizePoints, done_keys: set[str],
     return out
 
 
-def _gains(post: Posterior, design: Design, acts: list[Action]) -> tuple[np.ndarray, float]:
-    """Expected width reduction of each action on ``design`` (k,), and the width now."""
-    V = post.cov(design)
-    now = float(post.width(V[2, 2], design.dof))
-    if not acts:
-        return np.zeros(0), now
-    x = np.array([a.N / SCALE for a in acts])
-    w = np.array([a.weight for a in acts])
-    var = post.var_after(V, x, w)
-    dof = np.array([design.add(xi, wi, a.dof).dof for xi, wi, a in zip(x, w, acts)])
-    return now - post.width(var, dof), now
+@dataclass
+class _Recipe:
+    """One recipe's planning state: its slice, posterior and current design."""
+
+    space: CandidateSpace
+    posterior: Posterior
+    design: Design
+    V: np.ndarray  # (3, 3), the posterior covariance of ``design``
+
+    def estimate(self) -> Estimate:
+        return Estimate(self.posterior.theta[2], float(self.V[2, 2]), float(self.design.dof))
+
+    def add(self, a: Action) -> None:
+        self.design = self.design.add(a.N / SCALE, a.weight, a.dof)
+        self.V = self.posterior.cov(self.design)
+
+
+def _gains(target: Target, states: dict[str, _Recipe], acts: list[Action],
+           studentized: bool) -> tuple[np.ndarray, float]:
+    """Expected drop of the target's CI width for each action (k,), and the width now."""
+    est = {r: st.estimate() for r, st in states.items()}
+    objective = target.objective(est, studentized)
+    now = float(objective(est))
+    out = np.zeros(len(acts))
+    for r, st in states.items():
+        idx = [i for i, a in enumerate(acts) if a.recipe == r]
+        if not idx:
+            continue
+        x = np.array([acts[i].N / SCALE for i in idx])
+        w = np.array([acts[i].weight for i in idx])
+        var = st.posterior.var_after(st.V, x, w)
+        for i, xi, wi, v in zip(idx, x, w, var):
+            dof = st.design.add(xi, wi, acts[i].dof).dof
+            out[i] = now - objective({**est, r: Estimate(est[r].E, float(v), float(dof))})
+    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0), now
 
 
 def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, *,
               batch: int = 4, budget_left: float = np.inf, noise_sd: float = 0.02,
-              level: float = 0.95, studentized: bool = True) -> Plan:
+              level: float = 0.95, studentized: bool = True,
+              target: Target | None = None) -> Plan:
     """Score every pending candidate and choose up to ``batch`` runs within
     ``budget_left`` FLOPs (module docstring). ``done``: finished runs (run frame with
-    ``loss``); ``pending``: the candidates not yet run (run frame with ``flops``)."""
+    ``loss``); ``pending``: the candidates not yet run (run frame with ``flops``);
+    ``target``: what to pin down (objective.py; default: E of the whole grid)."""
+    target = target if target is not None else Asymptote(GRID, space, level)
     done_keys = set(done["key"].to_list())
     if overlap := done_keys & set(pending["key"].to_list()):
         raise AnalysisInputError(f"pending candidates already done: {sorted(overlap)[:3]}")
@@ -158,50 +193,62 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
     def cost(keys: list[str]) -> float:
         return float(sum(flops.get(k, np.inf) for k in keys))
 
-    points = size_points(done, space)
-    post = planning_posterior(points, noise_sd=noise_sd, level=level, studentized=studentized)
-    s = points.settled
-    design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float), points.within_dof)
-    acts = [a for a in actions(space, points, done_keys, cost) if np.isfinite(a.cost)]
-    gain0, width_now = _gains(post, design, acts)
+    states: dict[str, _Recipe] = {}
+    acts: list[Action] = []
+    for name, sub in target.recipes.items():
+        mine = done.filter(sub.contains(done)) if done.height else done
+        points = size_points(mine, sub)
+        post = planning_posterior(points, noise_sd=noise_sd, level=level, studentized=studentized)
+        s = points.settled
+        design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float), points.within_dof)
+        states[name] = _Recipe(sub, post, design, post.cov(design))
+        acts += [dataclasses.replace(a, recipe=name)
+                 for a in actions(sub, points, done_keys, cost) if np.isfinite(a.cost)]
+    gain0, width_now = _gains(target, states, acts, studentized)
 
     # First pass: every action scored on the current design (the table's columns).
-    info = {k: (a.kind, a.cost, float(g), float(g) / a.cost) for a, g in zip(acts, gain0)
-            for k in a.keys}
+    info: dict[str, tuple] = {}
+    for a, g in zip(acts, gain0):
+        for k in a.keys:
+            info.setdefault(k, (a.recipe, a.kind, a.cost, float(g), float(g) / a.cost))
     chosen: list[str] = []
     left = float(budget_left)
     avail = list(acts)
     while len(chosen) < batch and avail:
-        gains, _ = _gains(post, design, avail)
+        gains, _ = _gains(target, states, avail, studentized)
         room = batch - len(chosen)
-        costs = np.array([cost(list(a.keys[:room])) for a in avail])
-        ok = (gains > 0) & (costs <= left)
+        new_keys = [[k for k in a.keys if k not in chosen][:room] for a in avail]
+        costs = np.array([cost(keys) for keys in new_keys])
+        ok = (gains > 0) & (costs <= left) & np.array([bool(k) for k in new_keys])
         if not ok.any():
             break
-        i = int(np.argmax(np.where(ok, gains / costs, -np.inf)))
+        i = int(np.argmax(np.where(ok, gains / np.maximum(costs, 1e-300), -np.inf)))
         a = avail.pop(i)
-        for k in a.keys[:room]:  # a run first scored here (a later replicate): its greedy score
-            info.setdefault(k, (a.kind, a.cost, float(gains[i]), float(gains[i] / costs[i])))
-        chosen += a.keys[:room]
+        keys = new_keys[i]
+        for k in keys:  # a run first scored here (a later replicate): its greedy score
+            info.setdefault(k, (a.recipe, a.kind, a.cost, float(gains[i]), float(gains[i] / costs[i])))
+        chosen += keys
         left -= costs[i]
-        design = design.add(a.N / SCALE, a.weight, a.dof)
+        states[a.recipe].add(a)
         if a.kind == "replicate":  # the next seed of the same cell, if any
-            nxt = _next_replicate(space, a.N, a.cell, done_keys | set(chosen), cost)
+            nxt = _next_replicate(states[a.recipe].space, a.N, a.cell, done_keys | set(chosen), cost)
             if nxt is not None:
-                avail.append(nxt)
+                avail.append(dataclasses.replace(nxt, recipe=a.recipe))
 
     keys = pending["key"].to_list()
-    none = (None, None, 0.0, 0.0)
+    none = (None, None, None, 0.0, 0.0)
     rank = {k: i for i, k in enumerate(chosen)}
     table = pending.with_columns(
-        pl.Series("action", [info.get(k, none)[0] for k in keys], dtype=pl.String),
-        pl.Series("action_cost", [info.get(k, none)[1] for k in keys], dtype=pl.Float64),
-        pl.Series("gain", [info.get(k, none)[2] for k in keys], dtype=pl.Float64),
-        pl.Series("score", [info.get(k, none)[3] for k in keys], dtype=pl.Float64),
+        pl.Series("recipe", [info.get(k, none)[0] for k in keys], dtype=pl.String),
+        pl.Series("action", [info.get(k, none)[1] for k in keys], dtype=pl.String),
+        pl.Series("action_cost", [info.get(k, none)[2] for k in keys], dtype=pl.Float64),
+        pl.Series("gain", [info.get(k, none)[3] for k in keys], dtype=pl.Float64),
+        pl.Series("score", [info.get(k, none)[4] for k in keys], dtype=pl.Float64),
         pl.Series("selected", [k in rank for k in keys], dtype=pl.Boolean),
         pl.Series("rank", [rank.get(k) for k in keys], dtype=pl.Int64),
     )
-    return Plan(table, table.filter(pl.col("selected")).sort("rank"), post, width_now)
+    first = next(iter(states.values())).posterior
+    return Plan(table, table.filter(pl.col("selected")).sort("rank"), first, width_now)
 
 
 def _next_replicate(space: CandidateSpace, N: float, cell: Cell, taken: set[str],

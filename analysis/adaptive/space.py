@@ -20,7 +20,7 @@ The coordinate-search neighbours of a cell are its cells one grid step away on o
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,6 +118,34 @@ class CandidateSpace:
                 if all(0 <= i < n for i, n in zip(c, self.shape)):
                     out.append(c)
         return out
+
+    def restrict(self, allowed: Mapping[str, Sequence[float]]) -> CandidateSpace:
+        """The slice of this space whose axes take only the ``allowed`` values (a recipe,
+        e.g. {"optim.weight_decay": [0.1]}: Kim et al.'s standard recipe in a tuning grid).
+        Keys are unchanged, so a run of the slice is the same run in the whole space; an
+        axis' start moves to the nearest allowed value."""
+        if unknown := set(allowed) - set(self.names):
+            raise AnalysisInputError(f"no tuned axis {sorted(unknown)}; axes: {list(self.names)}")
+        axes = []
+        for a in self.axes:
+            if a.name not in allowed:
+                axes.append(a)
+                continue
+            keep = tuple(sorted({float(v) for v in allowed[a.name]}))
+            if missing := [v for v in keep if v not in a.values]:
+                raise AnalysisInputError(f"axis {a.name}: {missing} not on its grid {list(a.values)}")
+            if not keep:
+                raise AnalysisInputError(f"axis {a.name}: no value allowed")
+            start = a.values[a.start_index]
+            axes.append(Axis(a.name, keep, int(np.argmin([abs(v - start) for v in keep]))))
+        return CandidateSpace(self.sizes, tuple(axes), self.replicates, self.ridge)
+
+    def contains(self, frame: pl.DataFrame) -> pl.Series:
+        """Which rows of a run frame lie in this space (their axis values on its grids)."""
+        mask = pl.col("N").is_in(list(self.sizes))
+        for a in self.axes:
+            mask = mask & pl.col(a.name).is_in(list(a.values))
+        return frame.select(mask.alias("in"))["in"]
 
     def key(self, N: float, cell: Cell, replicate: int = 0) -> str:
         return run_key(N, self.values(cell), self.names, replicate)

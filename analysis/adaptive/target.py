@@ -44,9 +44,10 @@ import polars as pl
 from scipy import stats
 
 from analysis.adaptive.law import MIN_SIZES, SCALE, fit_points, jacobian
+from analysis.adaptive.objective import NO_ESTIMATE, Estimate, Summary, Target
 from analysis.adaptive.space import CandidateSpace
 
-__all__ = ["SizePoints", "TargetFit", "evaluate", "fit_target", "size_points"]
+__all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge", "size_points"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +153,21 @@ def fit_target(points: SizePoints, level: float = 0.95) -> TargetFit:
 def evaluate(done: pl.DataFrame, space: CandidateSpace, level: float = 0.95) -> TargetFit:
     """``fit_target(size_points(done, space), level)``."""
     return fit_target(size_points(done, space), level)
+
+
+def estimate(fit: TargetFit) -> Estimate:
+    """The fit's E as an ``objective.Estimate`` (no interval: var inf)."""
+    if fit.theta is None or fit.cov is None or not np.isfinite(fit.cov[2, 2]) or fit.dof < 1:
+        return NO_ESTIMATE
+    return Estimate(fit.E, float(fit.cov[2, 2]), float(fit.dof), fit.n_sizes)
+
+
+def judge(target: Target, done: pl.DataFrame) -> tuple[Summary, dict[str, TargetFit]]:
+    """The target as reported on the finished runs: each recipe's fit on its own slice of
+    the runs (objective.py) and the target's summary of them."""
+    fits = {}
+    for name, sub in target.recipes.items():
+        mine = done.filter(sub.contains(done)) if done.height else done
+        fits[name] = evaluate(mine, sub, target.level)
+    summary = target.summary({n: estimate(f) for n, f in fits.items()})
+    return summary, fits

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-__all__ = ["SyntheticTrainer"]
+__all__ = ["RecipeTrainer", "SyntheticTrainer"]
 
 
 @dataclass(frozen=True)
@@ -102,4 +102,42 @@ class SyntheticTrainer:
 
     def train(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``frame`` with its ``loss`` column (the runs trained)."""
+        return frame.with_columns(pl.Series("loss", self.loss(frame)))
+
+
+@dataclass(frozen=True)
+class RecipeTrainer:
+    """Several recipes on one candidate grid, each a slice with its own synthetic law (the
+    known truth of a ranking): a run is trained by the trainer of the first slice holding
+    it. ``recipes``: name -> (its slice, ``CandidateSpace.restrict``; its trainer). FLOPs
+    are the first trainer's (every trainer prices a run the same way)."""
+
+    recipes: Mapping[str, tuple]
+
+    def _owner(self, frame: pl.DataFrame) -> np.ndarray:
+        owner = np.full(frame.height, -1)
+        for i, (space, _) in enumerate(self.recipes.values()):
+            inside = space.contains(frame).to_numpy()
+            owner = np.where((owner < 0) & inside, i, owner)
+        if (owner < 0).any():
+            raise ValueError(f"runs outside every recipe: {frame['key'][int(np.argmin(owner))]}")
+        return owner
+
+    def loss(self, frame: pl.DataFrame) -> np.ndarray:
+        owner = self._owner(frame)
+        out = np.empty(frame.height)
+        for i, (_, trainer) in enumerate(self.recipes.values()):
+            if (mask := owner == i).any():
+                out[mask] = trainer.loss(frame.filter(pl.Series(mask)))
+        return out
+
+    def flops(self, frame: pl.DataFrame) -> np.ndarray:
+        return next(iter(self.recipes.values()))[1].flops(frame)
+
+    @property
+    def truth(self) -> dict[str, float]:
+        """Each recipe's asymptote E."""
+        return {name: trainer.E for name, (_, trainer) in self.recipes.items()}
+
+    def train(self, frame: pl.DataFrame) -> pl.DataFrame:
         return frame.with_columns(pl.Series("loss", self.loss(frame)))

@@ -9,8 +9,9 @@
    (``analysis.adaptive.seed_design``: the start cell at 4 sizes spread over the ladder),
    recorded as round 0;
 3. every look: collect the sweep (``scalelab.sweep.view.collect``), split the study's
-   candidates (``observed``), fit the target (``analysis.adaptive.evaluate``); stop
-   ("target") when its CI is at most ``target_width`` wide;
+   candidates (``observed``), judge the target (``analysis.adaptive.target.judge``:
+   ``regularized.E`` by default, or a ranking or multiplier, ``targets``); stop ("target")
+   when its CI is at most ``target_width`` wide or a ranking is decided;
 4. plan (``analysis.adaptive.plan_next``, at most ``batch`` runs within the budget left),
    record the round (``record``); stop ("budget") when nothing is chosen within the budget
    left but something would be without it, ("exhausted") when nothing would shrink the CI;
@@ -35,7 +36,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.adaptive import TargetFit, evaluate, plan_next, seed_design
+from analysis.adaptive import TargetFit, plan_next, seed_design
+from analysis.adaptive.objective import Summary, Target
+from analysis.adaptive.target import judge
 from scalelab.adaptive import record
 from scalelab.adaptive.block import block_spec
 from scalelab.adaptive.observed import Observed, observe
@@ -58,8 +61,10 @@ class AdaptiveSweep:
     sweep_dir: Path
     stopped: str
     """"target", "budget", "exhausted" or "max_rounds"."""
-    fit: TargetFit
+    summary: Summary
     """The target on every finished run of the study."""
+    fits: dict[str, TargetFit]
+    """Each recipe's fit of E."""
     spent: float
     budget: float
     unit: str
@@ -70,13 +75,15 @@ class AdaptiveSweep:
     launched: tuple[str, ...] = field(default_factory=tuple)
     """Run ids this call launched (relaunches included)."""
 
+    @property
+    def fit(self) -> TargetFit:
+        """The fit of the target's first recipe (the only one of an E target)."""
+        return next(iter(self.fits.values()))
+
     def lines(self) -> list[str]:
-        if self.fit.theta is None:
-            where = f"no interval yet ({self.fit.n_sizes} settled size(s), need 4)"
-        else:
-            lo, hi = self.fit.ci
-            where = (f"E = {self.fit.E:.4f}, {100 * self.fit.level:g}% CI ({lo:.4f}, {hi:.4f}), "
-                     f"width {self.fit.width:.4f} from {self.fit.n_sizes} settled sizes")
+        from scalelab.adaptive.targets import summary_text
+
+        where = summary_text(self.summary, self.fits)
         head = (f"{self.sweep_dir}: adaptive study stopped ({self.stopped}) after "
                 f"{self.rounds} round(s) this call, {len(self.launched)} run(s) launched")
         tail = (f"  {where}; {self.runs} runs finished, {self.spent:.4g} of {self.budget:.4g} "
@@ -104,11 +111,13 @@ def run_adaptive_sweep(spec_path: str | Path, budget: float, *, target_width: fl
                        batch: int = 4, root: str | Path | None = None,
                        executor: str | None = None, backend=None, target: str | None = None,
                        max_rounds: int = 100, loss: str = "final_loss", level: float = 0.95,
-                       noise_sd: float = 0.02,
+                       noise_sd: float = 0.02, goal: str = "regularized.E",
+                       recipes: dict | None = None,
                        say: Callable[[str], None] | None = None) -> AdaptiveSweep:
     """Run (or continue) the adaptive study of the spec at ``spec_path`` (module
-    docstring). ``budget``: GPU-hours for the whole study; ``target_width``: stop once E's
-    CI is at most this wide (0: run until the budget or the candidates are exhausted);
+    docstring). ``budget``: GPU-hours for the whole study; ``target_width``: stop once the
+    target's CI is at most this wide (0: run until the budget or the candidates are
+    exhausted); ``goal``/``recipes``: the target and recipe filters (``targets``);
     ``executor``/``backend``/``target``: as ``launch.execute`` takes them; ``say``: gets a
     line per round."""
     if not budget > 0:
@@ -124,7 +133,7 @@ def run_adaptive_sweep(spec_path: str | Path, budget: float, *, target_width: fl
     record.remember_study(sweep_dir, study)
     loop = _Loop(study, sweep_dir, budget, loss,
                  dict(executor=executor, backend=backend, **({"target": target} if target else {})),
-                 say or (lambda line: None))
+                 say or (lambda line: None), goal, recipes)
     return loop.run(target_width=target_width, batch=batch, max_rounds=max_rounds, level=level,
                     noise_sd=noise_sd)
 
@@ -139,11 +148,22 @@ class _Loop:
     loss: str
     launch_kw: dict
     say: Callable[[str], None]
+    goal: str = "regularized.E"
+    recipes: dict | None = None
     launched: list[str] = field(default_factory=list)
+    runs: object = None
+    """The runs table of the last look (a multiplier refits its data law on it)."""
+
+    def target(self, level: float) -> Target:
+        """The study's target; a multiplier's data law is refitted on the runs seen now."""
+        from scalelab.adaptive.targets import build_target
+
+        return build_target(self.study, self.goal, filters=self.recipes, runs=self.runs,
+                            level=level)
 
     def observe(self) -> Observed:
-        runs = collect(self.sweep_dir) if (self.sweep_dir / PLAN_FILE).exists() else None
-        return observe(self.study, runs, loss=self.loss)
+        self.runs = collect(self.sweep_dir) if (self.sweep_dir / PLAN_FILE).exists() else None
+        return observe(self.study, self.runs, loss=self.loss)
 
     def launch(self, plan) -> None:
         report = execute(plan, self.sweep_dir, self.study.spec.launcher, wait=True,
@@ -165,6 +185,7 @@ class _Loop:
         """Relaunch unfinished runs; a study with nothing launched gets its seed design."""
         study, space = self.study, self.study.space
         obs = self.observe()
+        self.target(level)  # a bad --target or --recipe: one line before anything launches
         if obs.resumable:
             self.resume(obs.resumable)
             obs = self.observe()
@@ -174,8 +195,9 @@ class _Loop:
         if (cost := float(seed["flops"].sum())) > self.budget:
             raise UserError(f"the seed design ({seed.height} runs) needs {cost:.4g} "
                             f"{study.unit}, over the budget {self.budget:.4g}", key="--budget")
-        frame = record.round_frame(0, record.seed_table(seed), math.nan, study,
-                                   evaluate(obs.done, space, level), 0.0, self.budget)
+        summary, _ = judge(self.target(level), obs.done)
+        frame = record.round_frame(0, record.seed_table(seed), math.nan, study, summary, 0.0,
+                                   self.budget)
         record.write_round(self.sweep_dir, 0, frame)
         self.say(f"round 0: the seed design, {seed.height} runs")
         self.launch_runs(study.run_ids(seed["key"].to_list()))
@@ -187,26 +209,29 @@ class _Loop:
         obs = self.start(level)
         rounds = 0
         while True:  # one look at the target per pass
-            fit = evaluate(obs.done, space, level)
+            target = self.target(level)
+            summary, fits = judge(target, obs.done)
             index = record.next_round(self.sweep_dir)
-            stopped = ("target" if fit.width <= target_width
+            stopped = ("target" if summary.met(target_width)
                        else "max_rounds" if rounds >= max_rounds else None)
             if stopped is None:
                 left = self.budget - obs.spent
                 plan = plan_next(space, obs.done, obs.pending.select(study.columns), batch=batch,
-                                 budget_left=left, noise_sd=noise_sd, level=level)
+                                 budget_left=left, noise_sd=noise_sd, level=level, target=target)
                 record.write_round(self.sweep_dir, index, record.round_frame(
-                    index, plan.table, plan.width, study, fit, obs.spent, self.budget))
+                    index, plan.table, plan.width, study, summary, obs.spent, self.budget))
                 rounds += 1
                 if plan.chosen.height == 0:
-                    stopped = stop_reason(study, obs, batch=batch, noise_sd=noise_sd, level=level)
+                    stopped = stop_reason(study, obs, batch=batch, noise_sd=noise_sd, level=level,
+                                          target=target)
             record.append_trajectory(self.sweep_dir, index - 1, obs.done.height, obs.spent,
-                                     study.unit, fit, stopped)
+                                     study.unit, summary, min(f.n_sizes for f in fits.values()),
+                                     stopped)
             if stopped is not None:
-                return AdaptiveSweep(self.sweep_dir, stopped, fit, obs.spent, self.budget,
+                return AdaptiveSweep(self.sweep_dir, stopped, summary, fits, obs.spent, self.budget,
                                      study.unit, obs.done.height, rounds, tuple(self.launched))
             actions = ", ".join(plan.chosen["action"].unique(maintain_order=True))
-            self.say(f"round {index}: width {fit.width:.4g}, launching {plan.chosen.height} "
+            self.say(f"round {index}: width {summary.width:.4g}, launching {plan.chosen.height} "
                      f"run(s) ({actions})")
             self.launch_runs(study.run_ids(plan.chosen["key"].to_list()))
             obs = self.observe()

@@ -9,24 +9,25 @@ Round 0 is the seed design (action ``seed``). A later round file is
 ``analysis.adaptive.Plan.table`` (every pending candidate: key, N, the
 tuned axes, replicate, action, action_cost, gain, score, selected, rank), with the run id
 and name of each candidate, its ``cost`` in ``unit``, and the state before the round:
-``E``, ``lo``, ``hi``, ``width`` (the target's fit; inf without an interval),
+``target`` (its name), ``value``, ``lo``, ``hi``, ``width`` (the target's summary,
+``analysis.adaptive.objective``: E, a ranking's deciding Delta E or a multiplier; inf
+without an interval),
 ``predicted_width`` (the planning model's), ``spent`` and ``budget_left``. The trajectory
-has round (0: the seed design), runs (finished), spent, unit, sizes (settled), E, lo, hi,
-width, stopped (why the loop ended, on its last row). Every file is written atomically
+has round (0: the seed design), runs (finished), spent, unit, sizes (settled), value, lo,
+hi, width, decided, target, stopped (why the loop ended, on its last row). Every file is written atomically
 (``scalelab.store.atomic``); rounds are numbered on from the last one on disk, so a
 resumed study appends to its record.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
 import polars as pl
 
-from analysis.adaptive import TargetFit
 from analysis.adaptive import trajectory as traj
+from analysis.adaptive.objective import Summary
 from scalelab.adaptive.study import Study
 from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
 
@@ -62,16 +63,17 @@ def seed_table(seed: pl.DataFrame) -> pl.DataFrame:
 
 
 def round_frame(index: int, table: pl.DataFrame, predicted_width: float, study: Study,
-                fit: TargetFit, spent: float, budget: float) -> pl.DataFrame:
+                summary: Summary, spent: float, budget: float) -> pl.DataFrame:
     """The round's record (module docstring) from its candidate ``table``
     (``analysis.adaptive.Plan.table`` and ``Plan.width``, or ``seed_table``)."""
-    lo, hi = fit.ci if fit.theta is not None else (math.nan, math.nan)
     ids = study.candidates.select("key", "run_id", "name")
     return (table.join(ids, on="key", how="left")
             .rename({"flops": "cost"})
             .with_columns(pl.lit(index).alias("round"), pl.lit(study.unit).alias("unit"),
-                          pl.lit(fit.E).alias("E"), pl.lit(lo).alias("lo"), pl.lit(hi).alias("hi"),
-                          pl.lit(fit.width).alias("width"),
+                          pl.lit(summary.name).alias("target"),
+                          pl.lit(summary.value).alias("value"),
+                          pl.lit(summary.lo).alias("lo"), pl.lit(summary.hi).alias("hi"),
+                          pl.lit(summary.width).alias("width"),
                           pl.lit(predicted_width).alias("predicted_width"),
                           pl.lit(spent).alias("spent"),
                           pl.lit(budget - spent).alias("budget_left")))
@@ -82,12 +84,13 @@ def write_round(sweep_dir: str | Path, index: int, frame: pl.DataFrame) -> Path:
 
 
 def append_trajectory(sweep_dir: str | Path, index: int, runs: int, spent: float, unit: str,
-                      fit: TargetFit, stopped: str | None = None) -> Path:
+                      summary: Summary, sizes: int, stopped: str | None = None) -> Path:
     """Add one row (``analysis.adaptive.trajectory.row``, step = round, flops = spent)."""
     path = Path(sweep_dir) / ADAPTIVE_DIR / TRAJECTORY_FILE
-    row = pl.DataFrame([traj.row(index, runs, spent, fit)], schema=traj.SCHEMA)
+    row = pl.DataFrame([traj.row(index, runs, spent, summary, sizes)], schema=traj.SCHEMA)
     row = row.rename({"step": "round", "flops": "spent"}).with_columns(
-        pl.lit(unit).alias("unit"), pl.lit(stopped, dtype=pl.String).alias("stopped"))
+        pl.lit(summary.name).alias("target"), pl.lit(unit).alias("unit"),
+        pl.lit(stopped, dtype=pl.String).alias("stopped"))
     if path.exists():
         row = pl.concat([pl.read_parquet(path), row], how="diagonal_relaxed")
     return write_parquet_atomic(path, row)

@@ -10,8 +10,11 @@ cost and written as a spec with one ``adaptive`` block (``scalelab.adaptive.bloc
 ``scalelab sweep FILE`` launches exactly them. A run the sweep has launched, finished or
 not, is never proposed.
 
-Targets: ``regularized.E``, the asymptote E of the tuned grid's best cell per size.
-``ranking`` (of recipes) and ``multiplier`` (data efficiency) are not supported yet.
+Targets (``scalelab.adaptive.targets``): ``regularized.E`` (default), the asymptote E of the
+tuned grid's best cell per size; ``NAME.E`` of another recipe; ``ranking``, the order of the
+recipes by E; ``multiplier``, the data multiplier of E against the reference recipe's data
+law. Recipes are slices of the grid: Kim's standard (weight decay 0.1) and regularized (the
+whole grid) by default, or ``--recipe NAME=axis=v1|v2``.
 """
 
 from __future__ import annotations
@@ -24,21 +27,20 @@ import typer
 from scalelab.cli.app import app
 from scalelab.errors import UserError, did_you_mean
 
-TARGETS = ("regularized.E",)
-NOT_YET = ("ranking", "multiplier")
 LOSSES = ("final_loss", "best_loss")
-_TARGET_HELP = ("What to pin down: regularized.E (the asymptote E of the tuned grid). "
-                "ranking and multiplier are not supported yet (exit 2).")
+TARGET_HELP = ("What to pin down: regularized.E (default: the asymptote E of the tuned grid), "
+               "NAME.E, ranking (the recipes' order by E) or multiplier (E's data multiplier "
+               "against the reference recipe's data law; needs the data block).")
+RECIPE_HELP = ("NAME=axis=v1|v2[,axis=v]: a recipe as a slice of the grid (repeatable; "
+               "default: standard = weight decay 0.1, regularized = the whole grid).")
 
 
-def check_target(target: str) -> None:
-    """``--target``: regularized.E, or a one-line UserError."""
-    if target in TARGETS:
-        return
-    if target in NOT_YET:
-        raise UserError(f"{target}: not supported yet (only {', '.join(TARGETS)})", key="--target")
-    raise UserError(f"unknown target '{target}'{did_you_mean(target, TARGETS + NOT_YET)}; "
-                    f"supported: {', '.join(TARGETS)}", key="--target")
+def study_target(study, target: str, recipes: list[str], runs):
+    """The ``analysis.adaptive.objective`` target of ``--target``/``--recipe`` options."""
+    from scalelab.adaptive.targets import build_target
+    from scalelab.cli.report import recipe_filters
+
+    return build_target(study, target, filters=recipe_filters(recipes), runs=runs)
 
 
 @app.command("next")
@@ -47,7 +49,8 @@ def next_cmd(
     budget: float | None = typer.Option(
         None, "--budget", help="GPU-hours the proposed runs may use together (default: no "
         "limit; needs launcher.flops_per_gpu_s in the spec)."),
-    target: str = typer.Option("regularized.E", "--target", help=_TARGET_HELP),
+    target: str = typer.Option("regularized.E", "--target", help=TARGET_HELP),
+    recipe: list[str] = typer.Option([], "--recipe", help=RECIPE_HELP),
     n: int = typer.Option(4, "-n", min=1, help="Runs to propose."),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write the spec of the proposed runs here (default "
@@ -58,31 +61,34 @@ def next_cmd(
 ) -> int:
     """Propose the runs that most shrink the target's CI per GPU-hour; write them as a
     spec block that `scalelab sweep` launches."""
-    check_target(target)
     if loss not in LOSSES:
         raise UserError(f"expected one of {', '.join(LOSSES)}{did_you_mean(loss, LOSSES)}",
                         key="--loss-column")
     if budget is not None and not budget > 0:
         raise UserError(f"must be > 0 GPU-hours, got {budget}", key="--budget")
-    from analysis.adaptive import evaluate, plan_next
+    from analysis.adaptive import plan_next
+    from analysis.adaptive.target import judge
     from scalelab.adaptive.block import block_spec
     from scalelab.adaptive.loop import check_budget
     from scalelab.adaptive.observed import observe
     from scalelab.adaptive.record import ADAPTIVE_DIR, NEXT_FILE, remember_study
     from scalelab.adaptive.source import resolve
     from scalelab.adaptive.study import load_study
+    from scalelab.adaptive.targets import summary_text
     from scalelab.sweep.plan.datasets import dataset_facts
 
     source = resolve(sweep, root=root)
     study = load_study(source.spec, datasets=dataset_facts(source.spec))
     if budget is not None:
         check_budget(study)
-    obs = observe(study, _runs(source.sweep_dir), loss=loss)
+    runs = _runs(source.sweep_dir)
+    goal = study_target(study, target, recipe, runs)
+    obs = observe(study, runs, loss=loss)
     plan = plan_next(study.space, obs.done, obs.pending.select(study.columns), batch=n,
-                     budget_left=math.inf if budget is None else budget)
-    fit = evaluate(obs.done, study.space)
+                     budget_left=math.inf if budget is None else budget, target=goal)
+    summary, fits = judge(goal, obs.done)
     waiting = obs.launched.height - obs.done.height
-    typer.echo(f"{source.sweep_dir}: {target} {_fit_text(fit)}; {obs.done.height} of "
+    typer.echo(f"{source.sweep_dir}: {summary_text(summary, fits)}; {obs.done.height} of "
                f"{study.candidates.height} candidate runs finished, {waiting} launched without "
                f"a loss (yet), {obs.spent:.4g} {study.unit} spent")
     if plan.chosen.height == 0:
@@ -95,7 +101,7 @@ def next_cmd(
     path = output if output is not None else source.sweep_dir / ADAPTIVE_DIR / NEXT_FILE
     _write(path, block.text)
     remember_study(source.sweep_dir, study)
-    _chosen_table(study, plan.chosen, ids)
+    _chosen_table(study, plan.chosen, ids, goal.name)
     typer.echo(f"wrote {path}: {len(ids)} run(s), {plan.chosen['flops'].sum():.4g} {study.unit}; "
                f"launch them with: scalelab sweep {path}")
     return 0
@@ -110,14 +116,6 @@ def _runs(sweep_dir: Path):
     if not ((sweep_dir / "runs").is_dir() or (sweep_dir / "plan.parquet").is_file()):
         return None
     return pl.read_parquet(fresh_runs_table(sweep_dir))
-
-
-def _fit_text(fit) -> str:
-    if fit.theta is None:
-        return f"has no interval yet ({fit.n_sizes} settled size(s); 4 needed)"
-    lo, hi = fit.ci
-    return (f"= {fit.E:.4f}, {100 * fit.level:g}% CI ({lo:.4f}, {hi:.4f}), width "
-            f"{fit.width:.4f} from {fit.n_sizes} settled sizes")
 
 
 def _why_none(study, obs, budget: float | None) -> str:
@@ -142,19 +140,20 @@ def _write(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
-def _chosen_table(study, chosen, ids: list[str]) -> None:
-    """The proposed runs: rank, run id, N, tuned values, replicate, action, gain, cost."""
+def _chosen_table(study, chosen, ids: list[str], target: str) -> None:
+    """The proposed runs: rank, run id, N, tuned values, replicate, recipe, action, gain, cost."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of E "
-                             f"by the run's action; cost in {study.unit})"), title_justify="left")
-    heads = ("rank", "run_id", "N", *study.axes, "replicate", "action", "gain", "cost")
+    table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of "
+                             f"{target} by the run's action; cost in {study.unit})"),
+                  title_justify="left")
+    heads = ("rank", "run_id", "N", *study.axes, "replicate", "recipe", "action", "gain", "cost")
     for head in heads:
         table.add_column(Text(head), justify="left" if head in ("run_id", "action") else "right")
     for rid, r in zip(ids, chosen.iter_rows(named=True)):
         table.add_row(str(r["rank"] + 1), rid, f"{r['N']:,.0f}", *(f"{r[a]:g}" for a in study.axes),
-                      str(r["replicate"]), r["action"] or "", f"{r['gain']:.4g}",
+                      str(r["replicate"]), r["recipe"] or "", r["action"] or "", f"{r['gain']:.4g}",
                       f"{r['flops']:.4g}")
     Console(highlight=False, soft_wrap=True).print(table)

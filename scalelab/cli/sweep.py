@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from scalelab.cli.app import app
+from scalelab.cli.next import RECIPE_HELP, TARGET_HELP
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
@@ -75,24 +76,26 @@ def sweep_cmd(
     budget: float | None = typer.Option(
         None, "--budget", help="With --adaptive: GPU-hours for the whole study (needs launcher.flops_per_gpu_s)."),
     target_width: float = typer.Option(
-        0.0, "--target-width", help="With --adaptive: stop once the CI of E is at most this wide (default 0: until the budget)."),
+        0.0, "--target-width", help="With --adaptive: stop once the target's CI is at most this wide (default 0: until the budget; a ranking also stops once decided)."),
+    goal: str = typer.Option("regularized.E", "--target", help="With --adaptive: " + TARGET_HELP),
+    recipe: list[str] = typer.Option([], "--recipe", help="With --adaptive: " + RECIPE_HELP),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:
     """Plan SPEC and launch the runs that are new, preempted or timed out. ``-q`` and
     ``--log-format`` also reach the runs it launches (SCALELAB_QUIET, SCALELAB_LOG_FORMAT)."""
     from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.run.backends import check_executor
-    from scalelab.sweep.run.launch import decide, execute, sweep_dir_for
     from scalelab.sweep.plan.datasets import dataset_facts
     from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.run.backends import check_executor
+    from scalelab.sweep.run.launch import decide, execute, sweep_dir_for
     from scalelab.sweep.spec.load import load_spec
 
     check_executor(executor)
     shown = ProgressOutput.from_flags(log_format, quiet)
     _pass_log_settings(shown)
     if adaptive or budget is not None:
-        return _adaptive(spec, budget, target_width, adaptive=adaptive, dry_run=dry_run, root=root,
+        return _adaptive(spec, budget, target_width, goal, recipe, adaptive=adaptive, dry_run=dry_run, root=root,
                          executor=executor, target=target)
     fmt = _plan_format(fmt, output, dry_run=dry_run, runs=runs)
     loaded = load_spec(spec)
@@ -116,7 +119,7 @@ def sweep_cmd(
             console.print(view)
         return EXIT_OK
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", loaded.text or Path(spec).read_text())
+    write_text_atomic(sweep_dir / "spec.yaml", _spec_copy(console, spec, loaded, plan, sweep_dir))
     kwargs = {"target": target} if target else {}
     from scalelab.distill.stages import execute_staged, has_students
 
@@ -124,6 +127,24 @@ def sweep_cmd(
     report = launch(plan, sweep_dir, loaded.launcher, wait=wait, executor=executor,
                     progress=shown.run_bars, **kwargs)
     return _report(console, report, waited=wait or not report.handles or bool(report.results))
+
+
+def _spec_copy(console: Console, spec: Path, loaded, plan, sweep_dir: Path) -> str:
+    """The text ``<sweep>/spec.yaml`` gets: the launched spec's, except when its every run
+    is a run of the sweep's recorded adaptive study (``scalelab next``'s block): then the
+    study's, so that ``collect`` keeps every run of the study in spec
+    (``scalelab.adaptive.membership``)."""
+    text = loaded.text or Path(spec).read_text()
+    if not (sweep_dir / "adaptive" / "study.yaml").is_file():  # record.ADAPTIVE_DIR, STUDY_FILE:
+        return text  # no study recorded (checked first: analysis.adaptive is slow to import)
+    from scalelab.adaptive.membership import kept_study
+
+    kept = kept_study(sweep_dir, plan.table["run_id"].to_list())
+    if kept is None or kept.text == text:
+        return text
+    console.print(f"{spec}: runs of the adaptive study {kept.path}; the sweep's spec.yaml "
+                  "stays the study's", markup=False)
+    return kept.text
 
 
 def _pass_log_settings(output: ProgressOutput) -> None:
@@ -136,16 +157,19 @@ def _pass_log_settings(output: ProgressOutput) -> None:
         os.environ[QUIET_ENV] = "1"
 
 
-def _adaptive(spec: Path, budget: float | None, target_width: float, *, adaptive: bool,
-              dry_run: bool, root: Path | None, executor: str | None, target: str | None) -> int:
+def _adaptive(spec: Path, budget: float | None, target_width: float, goal: str, recipe: list[str],
+              *, adaptive: bool, dry_run: bool, root: Path | None, executor: str | None,
+              target: str | None) -> int:
     """``--adaptive --budget H``: ``scalelab.adaptive.loop.run_adaptive_sweep`` (waits for
     every round; a rerun continues the study and launches nothing once it has ended)."""
     if not adaptive or budget is None or dry_run:
         raise UserError("--adaptive needs --budget GPU_HOURS (and no --dry-run); --budget needs --adaptive")
     from scalelab.adaptive.loop import run_adaptive_sweep
+    from scalelab.cli.report import recipe_filters
 
     result = run_adaptive_sweep(spec, budget, target_width=target_width, root=root,
-                                executor=executor, target=target, say=typer.echo)
+                                executor=executor, target=target, goal=goal,
+                                recipes=recipe_filters(recipe), say=typer.echo)
     for line in result.lines():
         typer.echo(line)
     return EXIT_OK

@@ -99,7 +99,7 @@ def test_rounds_are_recorded_and_a_second_invocation_launches_nothing(tmp_path):
         assert r["run_id"].null_count() == 0 and (r["unit"] == "GPU-hours").all()
         earlier |= set(chosen)
     assert len(earlier) == first.runs == len(invocations(sweep))
-    columns = {"gain", "score", "E", "width", "predicted_width", "budget_left", "cost"}
+    columns = {"gain", "score", "value", "width", "predicted_width", "budget_left", "cost", "recipe"}
     assert columns <= set(rounds[1].columns)
     traj = pl.read_parquet(sweep / "adaptive" / "trajectory.parquet")
     assert traj["stopped"][-1] == "target" and traj["width"][-1] <= WIDTH
@@ -181,3 +181,28 @@ def test_tune_ridge_reaches_the_study_space(tmp_path, ridge):
     st = load_study(load_spec(path))
     assert st.space.ridge is ridge
     assert ((1, 1) in st.space.neighbours((0, 0))) is ridge
+
+
+def test_a_ranking_study_runs_both_recipes_and_matches_the_in_memory_loop(tmp_path):
+    """``goal="ranking"``: Kim's default recipes of the grid, standard (weight decay 0.1)
+    and regularized (every cell). The sweep loop trains the runs the in-memory loop with the
+    same target trains; its rounds record each candidate's recipe and the trajectory the
+    target's name."""
+    from analysis.adaptive.objective import Ranking
+
+    path, st, budget = study(tmp_path)
+    res = run_adaptive_sweep(path, budget, target_width=0.0, root=tmp_path / "root",
+                             executor="debug", target=TARGET, goal="ranking")
+    assert set(res.fits) == {"regularized", "standard"}
+    spaces = {"regularized": st.space,
+              "standard": st.space.restrict({"optim.weight_decay": [0.1]})}
+    priced = SimpleNamespace(flops=st.cost_of, train=law(0).train)
+    memory = run_adaptive(priced, st.space, seed_design(st.space, st.cost_of), budget, 0.0,
+                          target=Ranking(spaces))
+    assert finished_keys(st, res.sweep_dir) == set(memory.runs["key"].to_list())
+    assert res.stopped == memory.stopped and res.summary.order == memory.summary.order
+    rounds = [pl.read_parquet(f) for f in sorted((res.sweep_dir / "adaptive").glob("round-*.parquet"))]
+    chosen = pl.concat([r.filter(pl.col("selected")) for r in rounds[1:]])
+    assert set(chosen["recipe"].to_list()) == {"regularized", "standard"}
+    traj = pl.read_parquet(res.sweep_dir / "adaptive" / "trajectory.parquet")
+    assert (traj["target"] == "ranking").all()

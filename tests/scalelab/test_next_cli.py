@@ -92,15 +92,49 @@ def test_runs_done_by_a_plain_sweep_are_never_proposed(tmp_path, capsys):
     assert "2 settled sizes" in out or "no interval yet" in out
 
 
-@pytest.mark.parametrize(("target", "said"), [
-    ("ranking", "--target: ranking: not supported yet (only regularized.E)"),
-    ("multiplier", "--target: multiplier: not supported yet (only regularized.E)"),
-    ("regularized.e", "unknown target 'regularized.e' (did you mean 'regularized.E'?)"),
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--target", "regularized.e"], "unknown target 'regularized.e' (did you mean 'regularized.E'?)"),
+    (["--target", "multiplier"], "multiplier: the sweep has no runs yet to fit the reference"),
+    (["--target", "ranking", "--recipe", "a=optim.wd=0.1"],
+     "recipe 'a': 'optim.wd' is not a tuned axis of the study (did you mean 'optim.weight_decay'?)"),
+    (["--target", "ranking", "--recipe", "a=optim.weight_decay=0.2"],
+     "recipe 'a': optim.weight_decay = 0.2 is not on the study's grid [0.1, 0.3, 1.0]"),
+    (["--target", "ranking", "--recipe", "a=optim.weight_decay=x"],
+     "recipe 'a': optim.weight_decay=x: expected numbers separated by |"),
+    (["--target", "heavy.E", "--recipe", "light=optim.weight_decay=0.1|0.3"],
+     "unknown target 'heavy.E'"),
 ])
-def test_other_targets_are_one_line_exit_2(tmp_path, capsys, target, said):
+def test_bad_targets_and_recipes_are_one_line_exit_2(tmp_path, capsys, argv, said):
     spec = write(tmp_path, spec_text())
-    code, out, err = run(["next", spec, "--target", target, "--root", tmp_path], capsys)
+    code, out, err = run(["next", spec, *argv, "--root", tmp_path], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and said in err, err
+
+
+def test_ranking_target_plans_both_recipes_and_names_the_order(tmp_path, capsys):
+    """--target ranking on Kim's default recipes of the grid: standard (weight decay 0.1)
+    and regularized (every cell). The proposals carry their recipe; once both recipes have
+    fits, the line names their order by E."""
+    spec = write(tmp_path, spec_text())
+    root = tmp_path / "root"
+    block = tmp_path / "next.yaml"
+    recipes: set[str] = set()
+    for _ in range(8):
+        code, out, err = run(["next", spec, "--target", "ranking", "-n", 8, "-o", block,
+                              "--root", root], capsys)
+        assert code == 0, err
+        if "nothing to propose" in out:
+            break
+        table = out[out.index("proposed runs"):]
+        recipes |= {r for r in ("standard", "regularized") if f" {r} " in table}
+        code, out, err = run(["sweep", block, "--root", root, "--executor", "debug",
+                              "--train-target", TARGET], capsys)
+        assert code == 0, out + err
+    assert recipes == {"standard", "regularized"}
+    code, out, err = run(["next", spec, "--target", "ranking", "-n", 1, "-o", block,
+                          "--root", root], capsys)
+    assert code == 0, err
+    # the synthetic optimum leaves weight decay 0.1 above 15k parameters: standard is worse
+    assert "ranking regularized < standard by E" in out, out
 
 
 def test_bad_loss_column_is_one_line_exit_2(tmp_path, capsys):
@@ -109,9 +143,10 @@ def test_bad_loss_column_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2 and out == "" and err.count("\n") == 1 and "did you mean 'final_loss'" in err, err
 
 
-def test_help_says_what_is_not_supported_yet(capsys):
+def test_help_names_the_targets(capsys):
     code, out, _ = run(["next", "-h"], capsys)
-    assert code == 0 and "ranking and multiplier are not supported yet" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert code == 0 and "ranking (the recipes' order by E)" in text and "--recipe" in text
 
 
 def test_budget(tmp_path, capsys):

@@ -1,0 +1,144 @@
+"""``--target`` and ``--recipe`` of ``scalelab next`` / ``scalelab sweep --adaptive``: the
+quantity an adaptive study pins down (``analysis.adaptive.objective``).
+
+Recipes are slices of the study's grid:
+
+- by default, Kim et al.'s (arXiv 2509.14786) two: **regularized**, the whole grid (every
+  epochs x weight decay cell), and **standard**, the grid at the reference weight decay
+  0.1 (when ``optim.weight_decay`` is a tuned axis holding 0.1), as ``scalelab report``
+  reads a ``tuned`` block;
+- or ``--recipe NAME=axis=v1|v2[,axis=v]``, repeatable: the grid with each named tuned
+  axis held to the listed values (e.g. ``--recipe light=optim.weight_decay=0.1|1``).
+  "regularized" stays the whole grid unless a ``--recipe`` redefines it.
+
+Targets:
+
+- ``NAME.E`` (default ``regularized.E``): the recipe's asymptote E;
+- ``ranking``: the order of every recipe by E (decided when each adjacent pair's CI
+  excludes 0);
+- ``multiplier`` or ``NAME.multiplier``: the data multiplier of the recipe's E (default
+  regularized) against the reference recipe's data law L(U), fitted on the sweep's own runs
+  by ``analysis.infinite_compute`` (the ``data`` block at several U); without an identified
+  data law there is no multiplier target (a one-line error says why).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from analysis.adaptive import CandidateSpace, TargetFit
+from analysis.adaptive.objective import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
+from scalelab.adaptive.study import Study
+from scalelab.errors import UserError, did_you_mean
+
+__all__ = ["DEFAULT_TARGET", "REGULARIZED", "STANDARD", "build_target", "recipe_spaces",
+           "summary_text", "target_names"]
+
+REGULARIZED = "regularized"
+STANDARD = "standard"
+DEFAULT_TARGET = f"{REGULARIZED}.E"
+REF_WD = 0.1
+WD_AXIS = "optim.weight_decay"
+
+
+def recipe_spaces(study: Study, filters: Mapping[str, Mapping[str, str]] | None = None
+                  ) -> dict[str, CandidateSpace]:
+    """Recipe name -> its slice of the study's grid (module docstring)."""
+    space = study.space
+    out: dict[str, CandidateSpace] = {REGULARIZED: space}
+    if not filters:
+        axis = next((a for a in space.axes if a.name == WD_AXIS), None)
+        if axis is not None and REF_WD in axis.values and len(axis.values) > 1:
+            out[STANDARD] = space.restrict({WD_AXIS: [REF_WD]})
+        return out
+    for name, conds in filters.items():
+        allowed = {}
+        for key, text in conds.items():
+            if key not in space.names:
+                raise UserError(f"recipe '{name}': '{key}' is not a tuned axis of the study"
+                                f"{did_you_mean(key, space.names)}; tuned axes: "
+                                f"{', '.join(space.names)}", key="--recipe")
+            try:
+                values = [float(v) for v in text.split("|")]
+            except ValueError:
+                raise UserError(f"recipe '{name}': {key}={text}: expected numbers separated "
+                                "by |", key="--recipe") from None
+            grid = next(a.values for a in space.axes if a.name == key)
+            if off := [v for v in values if v not in grid]:
+                raise UserError(f"recipe '{name}': {key} = {off[0]:g} is not on the study's "
+                                f"grid {[float(g) for g in grid]}", key="--recipe")
+            allowed[key] = values
+        out[name] = space.restrict(allowed)
+    return out
+
+
+def target_names(recipes: Sequence[str]) -> list[str]:
+    """Every --target the recipes allow."""
+    return ["ranking", "multiplier", *(f"{r}.E" for r in recipes),
+            *(f"{r}.multiplier" for r in recipes)]
+
+
+def build_target(study: Study, name: str, *, filters: Mapping[str, Mapping[str, str]] | None = None,
+                 runs: pl.DataFrame | None = None, level: float = 0.95) -> Target:
+    """The target ``name`` of the study (module docstring); ``runs``: the sweep's runs table
+    (``multiplier`` fits the reference recipe's data law on it)."""
+    spaces = recipe_spaces(study, filters)
+    names = target_names(list(spaces))
+    if name not in names:
+        raise UserError(f"unknown target '{name}'{did_you_mean(name, names)}; targets here: "
+                        f"{', '.join(names)}", key="--target")
+    if name == "ranking":
+        if len(spaces) < 2:
+            raise UserError("ranking needs >= 2 recipes: this grid has no weight decay 0.1 to "
+                            "make Kim's standard recipe; name them with --recipe "
+                            "NAME=axis=v1|v2", key="--target")
+        return Ranking(spaces, level)
+    recipe, _, what = name.rpartition(".") if "." in name else (REGULARIZED, "", name)
+    if what == "E":
+        return Asymptote(recipe, spaces[recipe], level)
+    return Multiplier(recipe, spaces[recipe], _data_law(runs), level)
+
+
+def _data_law(runs: pl.DataFrame | None) -> DataLaw:
+    """The reference recipe's data law from the sweep's runs (``analysis.infinite_compute``)."""
+    from analysis.errors import AnalysisInputError
+    from analysis.infinite_compute import analyze, unidentified
+
+    if runs is None or runs.height == 0:
+        raise UserError("multiplier: the sweep has no runs yet to fit the reference recipe's "
+                        "data law L(U) (run the spec's data block first)", key="--target")
+    try:
+        ra = analyze(runs)
+    except AnalysisInputError as err:
+        raise UserError(f"multiplier: {err}", key="--target") from None
+    fit = ra.data_fit
+    why = "no data-scaling fit" if fit is None else unidentified(fit)
+    if why is None and not fit.has_ci:
+        why = f"{fit.x.size} budgets U, no interval"
+    if why:
+        raise UserError(f"multiplier: the {ra.reference} recipe's data law L(U) is not usable "
+                        f"({why}); run its data block at >= 4 budgets U", key="--target")
+    return DataLaw(fit.A, fit.B, fit.C, fit.cov, float(fit.dof), float(ra.ref_loss))
+
+
+def summary_text(summary: Summary, fits: Mapping[str, TargetFit]) -> str:
+    """One line: the target's value and CI, or why there is none yet."""
+    sizes = ", ".join(f"{r} {f.n_sizes}" for r, f in fits.items())
+    if not math.isfinite(summary.width):
+        why = f"; {summary.note}" if summary.note else ""
+        return (f"{summary.name} has no interval yet (settled sizes: {sizes}; 4 needed per "
+                f"recipe{why})")
+    pct = f"{100 * next(iter(fits.values())).level:g}%"
+    if summary.order:  # a ranking
+        state = "decided" if summary.decided else "not decided"
+        return (f"ranking {' < '.join(summary.order)} by E ({state}): {summary.note} = "
+                f"{summary.value:.4f}, {pct} CI ({summary.lo:.4f}, {summary.hi:.4f}), width "
+                f"{summary.width:.4f}; settled sizes: {sizes}")
+    if summary.name.endswith(".multiplier"):
+        return (f"{summary.name} = {summary.value:.3g}x, {pct} CI ({summary.lo:.3g}x, "
+                f"{summary.hi:.3g}x), width {summary.width:.3f} in log m; settled sizes: {sizes}")
+    return (f"{summary.name} = {summary.value:.4f}, {pct} CI ({summary.lo:.4f}, "
+            f"{summary.hi:.4f}), width {summary.width:.4f} from {sizes.split()[-1]} settled sizes")
