@@ -300,7 +300,7 @@ class Multiplier(Target):
             return Summary(self.name, math.inf, math.nan, math.nan, math.inf,
                            note=f"E = {e.E:.4g} is at or below the data law's C = {self.data.C:.4g}")
         return Summary(self.name, math.exp(lm), math.exp(lm - w / 2), math.exp(lm + w / 2), w,
-                       note="width on the log scale")
+                       note=f"the data law alone keeps it >= {self.floor(e.E):.3f}")
 
     def objective(self, est: Mapping[str, Estimate], studentized: bool = True) -> Objective:
         if not math.isfinite(self.data.log_multiplier(est[self.recipe].E)):  # narrow E first

@@ -139,6 +139,7 @@ def summary_text(summary: Summary, fits: Mapping[str, TargetFit]) -> str:
                 f"{summary.width:.4f}; settled sizes: {sizes}")
     if summary.name.endswith(".multiplier"):
         return (f"{summary.name} = {summary.value:.3g}x, {pct} CI ({summary.lo:.3g}x, "
-                f"{summary.hi:.3g}x), width {summary.width:.3f} in log m; settled sizes: {sizes}")
+                f"{summary.hi:.3g}x), width {summary.width:.3f} in log m ({summary.note}); "
+                f"settled sizes: {sizes}")
     return (f"{summary.name} = {summary.value:.4f}, {pct} CI ({summary.lo:.4f}, "
             f"{summary.hi:.4f}), width {summary.width:.4f} from {sizes.split()[-1]} settled sizes")

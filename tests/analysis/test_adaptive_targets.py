@@ -148,6 +148,5 @@ def test_multiplier_target_reaches_its_width_and_covers_the_truth():
         if math.isfinite(s.width):
             widths.append(s.width)
             covered += s.lo <= truth <= s.hi
-    print(f"multiplier: covered {covered}/12, widths {np.round(widths, 3)}, truth {truth:.3g}")
     assert len(widths) == 12 and max(widths) <= 0.7 + 1e-12
     assert covered >= 10, covered

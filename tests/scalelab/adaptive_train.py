@@ -29,6 +29,20 @@ PRESETS = ("twin-5.6k", "twin-10k", "twin-15k", "twin-26k", "twin-41k", "twin-80
 EPOCHS = (2.0, 4.0, 8.0)
 WD = (0.1, 0.3, 1.0)
 E = 1.95
+U0 = 2048
+"""The tuned grid's unique tokens; other budgets (a ``data`` block) add the data term."""
+DATA_A, DATA_B = 0.2, 0.5
+"""The data term DATA_A ((U/U0)^-DATA_B - 1): 0 at U0, a power law in U elsewhere."""
+DATA_BLOCK = """\
+blocks:
+  - name: data
+    base: {optim: {weight_decay: 0.1}, data: {epochs: 4}}
+    grid:
+      model.preset: [twin-41k, twin-80k]
+      data.unique_tokens: [512, 1024, 4096, 8192, 16384]
+"""
+"""A ``data`` block for ``spec_text``: the standard recipe at four more budgets U (the
+data law ``scalelab next --target multiplier`` inverts)."""
 
 
 def spec_text(name: str = "nx", *, presets=PRESETS, seeds=(0, 1), noise_seed: int = 0,
@@ -71,7 +85,8 @@ def loss_of(cfg) -> float:
     values = (float(cfg.data.epochs), float(cfg.optim.weight_decay))
     frame = pl.DataFrame({"key": [run_key(n, values, AXES, cfg.train.init_seed)], "N": [n],
                           **{a: [v] for a, v in zip(AXES, values)}})
-    return float(law(int(cfg.extra.get("noise_seed", 0))).loss(frame)[0])
+    data = DATA_A * ((float(cfg.data.unique_tokens) / U0) ** -DATA_B - 1.0)
+    return float(law(int(cfg.extra.get("noise_seed", 0))).loss(frame)[0]) + data
 
 
 def train(cfg, run_dir) -> State:

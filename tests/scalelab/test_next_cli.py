@@ -170,3 +170,23 @@ def test_a_study_needs_tuned_axes_and_one_cell_per_size(tmp_path, capsys):
     two = spec_text(grid_extra="\n  train.batch_size: [8, 16]")
     code, _, err = run(["next", write(tmp_path, two, "two.yaml"), "--root", tmp_path], capsys)
     assert code == 2 and err.count("\n") == 1 and "one cell per model size" in err, err
+
+
+def test_multiplier_target_inverts_the_sweeps_own_data_law(tmp_path, capsys):
+    """--target multiplier: the data law L(U) of the standard recipe is fitted on the
+    sweep's own data block (analysis.infinite_compute), and the line gives the regularized
+    E's multiplier with its interval; proposals are written as for E."""
+    from adaptive_train import DATA_BLOCK
+
+    root = tmp_path / "root"
+    part = write(tmp_path, spec_text(presets=PRESETS[:5]) + DATA_BLOCK, "part.yaml")
+    code, out, err = run(["sweep", part, "--root", root, "--executor", "debug",
+                          "--train-target", TARGET], capsys)
+    assert code == 0 and "100 launched" in out, out + err
+    spec = write(tmp_path, spec_text() + DATA_BLOCK)
+    block = tmp_path / "next.yaml"
+    code, out, err = run(["next", spec, "--target", "multiplier", "-n", 4, "-o", block,
+                          "--root", root], capsys)
+    assert code == 0, err
+    assert "regularized.multiplier = " in out and "x, 95% CI (" in out, out
+    assert len(load_plan(block).table) == 4
