@@ -2,27 +2,37 @@
 
     scalelab sweep sweeps/adaptive_twin_reference.yaml      # the reference grid, run once
     scalelab collect runs/adaptive_twin_reference
-    python bench/adaptive_twin.py runs/adaptive_twin_reference [--random-seeds 10] [--out docs]
+    python bench/adaptive_twin.py runs/adaptive_twin_reference [--arms 10] [--out docs]
 
-The reference grid (every size x epochs x weight-decay cell, trained once) is the cache:
-a design "trains" a run by reading that run's real final loss, and pays that run's
-measured wall time (1 CPU core per run) as its cost, so the x axis is CPU-hours, this
-machine's GPU-hours. The truth is the target fitted on the whole grid (E of the
-regularized recipe, ``analysis.adaptive.target``). Each design gets the whole grid's cost
-as its budget:
+The reference grid (every size x epochs x weight-decay cell, trained with each seed of the
+spec) is the cache: a design "trains" a run by reading that run's real final loss, and pays
+its cell's measured wall time (1 CPU core per run; the seed-0 run's, the same for every
+seed of a cell) as its cost, so the x axis is CPU-hours, this machine's GPU-hours.
 
-- grid: the sizes ascending, each size's cells in the spec's order (deterministic);
-- random: the same cells in ``--random-seeds`` random orders;
-- adaptive: ``analysis.adaptive.run_adaptive`` from its seed design (deterministic on a
-  cache: one seed per cell, so no two arms of it differ), settling each size by one-axis
-  steps (Kim et al.'s coordinate search);
+Arms. One study sees one seed per cell first. Arm a draws, for every cell independently,
+which of the cell's cached seeds is its replicate 0 (and which its replicate 1, ...), from
+``numpy.random.default_rng(a)``; arm 0 keeps seed 0 first. So the arms are the studies the
+same grid could have given with other seeds, and every design runs on every arm:
+
+- grid: the sizes ascending, each size's cells in the spec's order, replicate 0 only;
+- random: the same runs in a random order (``random_order(seed=a)``);
+- adaptive: ``analysis.adaptive.run_adaptive`` from its seed design, settling each size by
+  one-axis steps (Kim et al.'s coordinate search), and buying replicates (the other seeds)
+  once 4 sizes are settled;
 - adaptive (ridge): the same, with the all-up / all-down diagonal cells as neighbours too
   (``CandidateSpace.ridge``).
 
-Prints a markdown table (width of E's CI at 25/50/100% of the budget, CPU-hours to reach
-multiples of the whole grid's own width, coverage of the truth at half the budget) and
-writes ``adaptive_twin.png`` (width vs CPU-hours) and ``adaptive_twin.parquet`` (every
-trajectory) under ``--out``.
+Every design gets the grid's cost (every cell once) as its budget. Two targets:
+
+- E of the regularized recipe (``analysis.adaptive.target``). The truth is the fit on the
+  whole cache, every seed of every cell (arm 0's replicate order);
+- the ranking of two recipes by E (``analysis.adaptive.objective.Ranking``), slices of the
+  grid: light (weight decay 0.1 or 1) and heavy (3 or 10). The truth is the order of their
+  fits on the whole cache. A design's ranking is read at its first decided step.
+
+Prints two markdown tables and writes ``adaptive_twin.png`` (E's width vs CPU-hours; the
+share of arms with the ranking decided right vs CPU-hours) and ``adaptive_twin.parquet``
+(every trajectory) under ``--out``.
 """
 
 from __future__ import annotations
@@ -31,144 +41,243 @@ import argparse
 import dataclasses
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from matplotlib.ticker import FuncFormatter
 
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
+from analysis.adaptive.objective import Ranking, Summary
 from analysis.adaptive.space import Axis, CandidateSpace
-from analysis.adaptive.target import TargetFit, evaluate, size_points
+from analysis.adaptive.target import TargetFit, evaluate, judge
 from analysis.adaptive.trajectory import reached, width_at
-from matplotlib.ticker import FuncFormatter
-
 from analysis.plot_style import plt
 
 DESIGNS = ("grid", "random", "adaptive", "adaptive (ridge)")
+RANK_DESIGNS = ("grid", "random", "adaptive (ridge)")
 EPOCHS, WD = "data.epochs", "optim.weight_decay"
 """The reference grid's tuned axes (runs.parquet columns)."""
+RECIPES = {"light": (0.1, 1.0), "heavy": (3.0, 10.0)}
+"""The ranked recipes: weight-decay slices of the grid."""
+COLOURS = {"grid": "tab:gray", "random": "tab:orange", "adaptive": "tab:blue",
+           "adaptive (ridge)": "tab:green"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cache:
+    """The reference grid: its space (replicates = seeds per cell) and one row per run:
+    N, epochs, wd, seed (0, 1, ... within the cell), loss, cost_s (the cell's cost)."""
+
+    space: CandidateSpace
+    runs: pl.DataFrame
+
+    @property
+    def seeds(self) -> int:
+        return self.space.replicates
 
 
 class CachedTrainer:
-    """A trainer whose runs are the reference grid's: ``train`` reads a run's final loss,
-    ``flops`` returns its measured wall seconds (the cost every design pays)."""
+    """A trainer whose runs are the cache's: ``train`` reads a run's final loss, ``flops``
+    returns its cost in seconds. ``by_key``: key -> (loss, cost_s)."""
 
-    def __init__(self, runs: pl.DataFrame) -> None:
-        """``runs``: key, loss, cost_s, one row per cached run."""
-        self._by_key = {k: (l, c) for k, l, c in runs.select("key", "loss", "cost_s").iter_rows()}
+    def __init__(self, by_key: dict[str, tuple[float, float]]) -> None:
+        self._by_key = by_key
 
     def flops(self, frame: pl.DataFrame) -> np.ndarray:
         return np.array([self._by_key[k][1] for k in frame["key"]], dtype=float)
 
     def train(self, frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.with_columns(pl.Series("loss", [self._by_key[k][0] for k in frame["key"]], dtype=pl.Float64))
+        return frame.with_columns(pl.Series("loss", [self._by_key[k][0] for k in frame["key"]],
+                                            dtype=pl.Float64))
 
 
-def load(sweep_dir: Path) -> tuple[CandidateSpace, CachedTrainer, TargetFit]:
-    """The candidate space, the cache as a trainer, and the truth: the whole grid's fit."""
+def load(sweep_dir: Path) -> Cache:
+    """The cache: every COMPLETED run of the reference grid (exits when a cell lacks a seed)."""
     runs = pl.read_parquet(sweep_dir / "runs.parquet").filter(
         (pl.col("state") == "COMPLETED") & pl.col("final_loss").is_finite())
-    sizes = sorted(set(runs["N"].cast(pl.Float64).to_list()))
-    space = CandidateSpace(sizes=tuple(sizes), axes=(
-        Axis("epochs", tuple(sorted(set(runs[EPOCHS].cast(pl.Float64).to_list())))),
-        Axis("wd", tuple(sorted(set(runs[WD].cast(pl.Float64).to_list()))))))
-    keys = [space.key(n, space.cell_of({"epochs": e, "wd": w}))
-            for n, e, w in runs.select(pl.col("N").cast(pl.Float64), EPOCHS, WD).iter_rows()]
-    cached = pl.DataFrame({"key": keys, "loss": runs["final_loss"].cast(pl.Float64),
-                           "cost_s": runs["wall_time_s"].cast(pl.Float64)})
-    expected = space.table(lambda f: np.zeros(f.height)).filter(pl.col("replicate") == 0)
-    if missing := set(expected["key"]) - set(cached["key"]):
-        sys.exit(f"{sweep_dir}: the reference grid lacks {len(missing)} run(s), e.g. {sorted(missing)[0]}")
-    trainer = CachedTrainer(cached)
-    full = trainer.train(grid_order(space, trainer.flops))
-    truth = evaluate(full, space)
-    print(f"reference grid: {full.height} runs, {cached['cost_s'].sum() / 3600:.2f} CPU-hours; "
-          f"truth E = {truth.E:.4f} (its own 95% CI {truth.ci[0]:.4f}..{truth.ci[1]:.4f}, "
-          f"width {truth.width:.4f}, {truth.n_sizes} settled sizes)")
-    return space, trainer, truth
+    seed = pl.col("seed").cast(pl.Int64) if "seed" in runs.columns else pl.lit(0, dtype=pl.Int64)
+    runs = runs.select(pl.col("N").cast(pl.Float64), pl.col(EPOCHS).cast(pl.Float64).alias("epochs"),
+                       pl.col(WD).cast(pl.Float64).alias("wd"), seed.alias("seed"),
+                       pl.col("final_loss").cast(pl.Float64).alias("loss"),
+                       pl.col("wall_time_s").cast(pl.Float64).alias("wall_s"))
+    seeds = sorted(set(runs["seed"].to_list()))
+    space = CandidateSpace(tuple(sorted(set(runs["N"].to_list()))), (
+        Axis("epochs", tuple(sorted(set(runs["epochs"].to_list())))),
+        Axis("wd", tuple(sorted(set(runs["wd"].to_list()))))), replicates=len(seeds))
+    cells = runs.group_by("N", "epochs", "wd").agg(pl.col("seed").n_unique().alias("n"))
+    want = len(space.sizes) * math.prod(space.shape)
+    if cells.height != want or (cells["n"] != len(seeds)).any():
+        sys.exit(f"{sweep_dir}: the reference grid is incomplete: {cells.height} of {want} cells, "
+                 f"need seeds {seeds} in each")
+    first = runs.filter(pl.col("seed") == seeds[0]).select("N", "epochs", "wd", pl.col("wall_s").alias("cost_s"))
+    runs = runs.join(first, on=["N", "epochs", "wd"]).with_columns(
+        pl.col("seed").replace_strict({s: i for i, s in enumerate(seeds)}))
+    return Cache(space, runs.sort("N", "epochs", "wd", "seed"))
 
 
-def trajectories(space: CandidateSpace, trainer: CachedTrainer, seeds: int, batch: int) -> pl.DataFrame:
-    budget = float(grid_order(space, trainer.flops)["flops"].sum())
+def arm(cache: Cache, a: int) -> CachedTrainer:
+    """Arm ``a``'s trainer: per cell, replicate r is the cached seed perm[r] (module docstring)."""
+    rng = np.random.default_rng(a)
+    by_key = {}
+    for (n, e, w), cell in cache.runs.group_by("N", "epochs", "wd", maintain_order=True):
+        perm = np.arange(cache.seeds) if a == 0 else rng.permutation(cache.seeds)
+        c = cache.space.cell_of({"epochs": e, "wd": w})
+        for r, s in enumerate(perm):
+            row = cell.row(int(s), named=True)
+            by_key[cache.space.key(n, c, r)] = (row["loss"], row["cost_s"])
+    return CachedTrainer(by_key)
+
+
+def recipes(space: CandidateSpace) -> Ranking:
+    return Ranking({name: space.restrict({"wd": wd}) for name, wd in RECIPES.items()})
+
+
+def truth(cache: Cache) -> tuple[TargetFit, Summary, float]:
+    """E of the whole cache, the ranking of the recipes on it, and the grid's cost (s)."""
+    tr = arm(cache, 0)
+    full = tr.train(cache.space.table(tr.flops))
+    budget = float(grid_order(cache.space, tr.flops)["flops"].sum())
+    fit = evaluate(full, cache.space)
+    ranking, _ = judge(recipes(cache.space), full)
+    return fit, ranking, budget
+
+
+def _design(design: str, tr: CachedTrainer, space: CandidateSpace, a: int, budget: float,
+            batch: int, target=None) -> pl.DataFrame:
+    if design.startswith("adaptive"):
+        sp = dataclasses.replace(space, ridge=design.endswith("(ridge)"))
+        return run_adaptive(tr, sp, seed_design(sp, tr.flops), budget, 0.0, batch=batch,
+                            target=None if target is None else recipes(sp)).trajectory
+    order = grid_order(space, tr.flops) if design == "grid" else random_order(space, tr.flops, a)
+    return run_fixed(tr, space, order, budget, 0.0, target=target).trajectory
+
+
+def trajectories(cache: Cache, arms: int, budget: float, batch: int) -> pl.DataFrame:
+    """Every design on every arm, for both targets (column ``target``: E or ranking)."""
     out = []
-    grid = run_fixed(trainer, space, grid_order(space, trainer.flops), budget, 0.0).trajectory
-    out.append(grid.with_columns(pl.lit("grid").alias("design"), pl.lit(0).alias("seed")))
-    for s in range(seeds):
-        rnd = run_fixed(trainer, space, random_order(space, trainer.flops, s), budget, 0.0).trajectory
-        out.append(rnd.with_columns(pl.lit("random").alias("design"), pl.lit(s).alias("seed")))
-    for design, sp in (("adaptive", space), ("adaptive (ridge)", dataclasses.replace(space, ridge=True))):
-        ad = run_adaptive(trainer, sp, seed_design(sp, trainer.flops), budget, 0.0, batch=batch)
-        print(f"{design}: stopped ({ad.stopped}) after {ad.runs.height} runs; best cell per size: "
-              + ", ".join(f"{int(n):,}: ({e:g} ep, wd {w:g}) {l:.4f}" for n, e, w, l in
-                          size_points(ad.runs, sp).settled.select("N", "epochs", "wd", "loss").iter_rows()))
-        out.append(ad.trajectory.with_columns(pl.lit(design).alias("design"), pl.lit(0).alias("seed")))
-    return pl.concat(out).with_columns((pl.col("flops") / 3600).alias("cpu_hours"),
-                                       pl.lit(budget / 3600).alias("budget_hours"))
+    for a in range(arms):
+        tr = arm(cache, a)
+        for design in DESIGNS:
+            traj = _design(design, tr, cache.space, a, budget, batch)
+            out.append(traj.with_columns(pl.lit("E").alias("target"), pl.lit(design).alias("design"),
+                                         pl.lit(a).alias("arm")))
+        for design in RANK_DESIGNS:
+            traj = _design(design, tr, cache.space, a, budget, batch, target=recipes(cache.space))
+            out.append(traj.with_columns(pl.lit("ranking").alias("target"),
+                                         pl.lit(design).alias("design"), pl.lit(a).alias("arm")))
+        print(f"arm {a} done", file=sys.stderr)
+    return pl.concat(out, how="diagonal_relaxed").with_columns(
+        (pl.col("flops") / 3600).alias("cpu_hours"), pl.lit(budget / 3600).alias("budget_hours"))
 
 
-def table(traj: pl.DataFrame, truth: float, full_width: float, rel: tuple[float, ...]) -> str:
-    """Per design: the median CI width at 25/50/100% of the budget, the CPU-hours to reach
-    each width ``k x full_width`` (the whole grid's own width), and at half the budget
-    whether the CI covers the truth."""
+def e_table(traj: pl.DataFrame, fit: TargetFit, rel: tuple[float, ...]) -> str:
+    """Per design: the median CI width of E at 25/50/100% of the budget, the CPU-hours to
+    reach k x the whole cache's width, and the arms whose CI at the end covers the truth."""
+    traj = traj.filter(pl.col("target") == "E")
     budget = float(traj["budget_hours"][0]) * 3600
     head = ("| design | arms | width at 25% | at 50% | at 100% of the budget | "
-            + " | ".join(f"CPU-h to {k:g}x the grid's width" for k in rel) + " | CI at 50% covers the truth |")
+            + " | ".join(f"CPU-h to {k:g}x the truth's width" for k in rel)
+            + " | CI at the end covers the truth |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for design in DESIGNS:
-        arms = traj.filter(pl.col("design") == design).partition_by("seed")
+        arms = traj.filter(pl.col("design") == design).partition_by("arm")
         w = {f: float(np.median([width_at(a, f * budget) for a in arms])) for f in (0.25, 0.5, 1.0)}
         hours = []
         for k in rel:
-            got = [h["flops"] / 3600 for a in arms if (h := reached(a, k * full_width)) is not None]
-            hours.append(f"{np.median(got):.2f} ({len(got)}/{len(arms)} reach it)" if got
+            got = [h["flops"] / 3600 for a in arms if (h := reached(a, k * fit.width)) is not None]
+            hours.append(f"{np.median(got):.2f} ({len(got)}/{len(arms)} arms)" if got
                          else f"never (0/{len(arms)})")
-        half = [a.filter(pl.col("flops") <= 0.5 * budget) for a in arms]
-        has_ci = [h for h in half if h.height and h["width"][-1] <= 1.0]  # a usable CI (_width)
-        covers = sum(h["lo"][-1] <= truth <= h["hi"][-1] for h in has_ci)
-        cells = [design, str(len(arms)), *(_width(w[f]) for f in (0.25, 0.5, 1.0)),
-                 *hours, f"{covers}/{len(has_ci)} with a usable CI"]
+        ends = [a.row(-1, named=True) for a in arms]
+        usable = [e for e in ends if e["width"] <= 1.0]
+        covers = sum(e["lo"] <= fit.E <= e["hi"] for e in usable)
+        cells = [design, str(len(arms)), *(_width(w[f]) for f in (0.25, 0.5, 1.0)), *hours,
+                 f"{covers}/{len(usable)} with a usable CI"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def ranking_table(traj: pl.DataFrame, order: tuple[str, ...]) -> str:
+    """Per design: arms that decided the ranking right / wrong / never within the budget,
+    and the median CPU-hours at the first decision (of the arms that decided)."""
+    traj = traj.filter(pl.col("target") == "ranking")
+    want = " < ".join(order)
+    lines = [("| design | arms | decided right | decided wrong | never decided | CPU-h at the "
+             "decision (median) | order at the end of the budget (undecided arms) |"),
+             "|---|---|---|---|---|---|---|"]
+    for design in RANK_DESIGNS:
+        arms = traj.filter(pl.col("design") == design).partition_by("arm")
+        firsts = [a.filter(pl.col("decided")) for a in arms]
+        right = sum(f.height > 0 and f["order"][0] == want for f in firsts)
+        wrong = sum(f.height > 0 and f["order"][0] != want for f in firsts)
+        hours = [f["flops"][0] / 3600 for f in firsts if f.height]
+        ends = [a["order"][-1] for a, f in zip(arms, firsts) if not f.height]
+        counts = ", ".join(f"{o or 'no fit'}: {ends.count(o)}" for o in sorted(set(ends), key=str))
+        lines.append(f"| {design} | {len(arms)} | {right} | {wrong} | {len(arms) - right - wrong} | "
+                     f"{np.median(hours):.2f} |" if hours else
+                     f"| {design} | {len(arms)} | {right} | {wrong} | {len(arms)} | - |")
+        lines[-1] += f" {counts or '-'} |"
+    return "\n".join(lines)
+
+
 def _width(w: float) -> str:
-    """A CI width as the table shows it: none yet, or wider than 1 nat (a fit on too few
-    settled sizes that identifies nothing, e.g. E ~ 0 +- 1000), or the width."""
+    """A CI width as the table shows it: none yet, wider than 1 nat (a fit that identifies
+    nothing), or the width."""
     if not math.isfinite(w):
         return "no CI"
     return "> 1 nat (not identified)" if w > 1.0 else f"{w:.3f}"
 
 
-def plot(traj: pl.DataFrame, out: Path, truth_width: float) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    colours = {"grid": "tab:gray", "random": "tab:orange", "adaptive": "tab:blue",
-               "adaptive (ridge)": "tab:green"}
-    for design, sub in traj.filter(pl.col("width") <= 1.0).group_by("design", maintain_order=True):
-        for i, arm in enumerate(sub.partition_by("seed")):
-            ax.step(arm["cpu_hours"], arm["width"], where="post", color=colours[design[0]],
-                    alpha=0.9 if design[0] != "random" else 0.35, lw=2 if design[0] != "random" else 1,
-                    label=design[0] if i == 0 else None)
-            if design[0].startswith("adaptive") and arm["cpu_hours"][-1] < arm["budget_hours"][0] * 0.999:
-                ax.plot(arm["cpu_hours"][-1], arm["width"][-1], "o", color=colours[design[0]])
-                ax.annotate("stops: no run left that\nwould narrow the CI",
-                            (arm["cpu_hours"][-1], arm["width"][-1]), textcoords="offset points",
-                            xytext=(8, 6), fontsize=8, color=colours[design[0]])
-    ax.axhline(truth_width, color="black", ls=":", lw=1, label="the full grid's own width")
+def plot(traj: pl.DataFrame, out: Path, fit: TargetFit, order: tuple[str, ...]) -> Path:
+    """Left: E's CI width vs CPU-hours (median over arms, band: the arms' range). Right: the
+    share of arms whose ranking is decided right by then."""
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    budget = float(traj["budget_hours"][0])
+    grid_h = np.linspace(0, budget, 200)
+    e = traj.filter(pl.col("target") == "E")
+    for design in DESIGNS:
+        arms = e.filter(pl.col("design") == design).partition_by("arm")
+        w = np.array([[width_at(a, h * 3600) for h in grid_h] for a in arms])  # (arms, 200)
+        w = np.where(w <= 1.0, w, np.nan)  # shown once <= 1 nat
+        with warnings.catch_warnings():  # all-nan columns: no arm has a CI there yet
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med, lo, hi = np.nanmedian(w, 0), np.nanmin(w, 0), np.nanmax(w, 0)
+        ok = np.isfinite(med) & (np.mean(np.isfinite(w), 0) >= 0.5)  # a CI in >= half the arms
+        if not ok.any():
+            continue
+        ax.plot(grid_h[ok], med[ok], color=COLOURS[design], lw=2, label=design)
+        ax.fill_between(grid_h[ok], lo[ok], hi[ok], color=COLOURS[design], alpha=0.15, lw=0)
+    ax.axhline(fit.width, color="black", ls=":", lw=1, label="the whole cache's own width")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.set_xlim(0, float(traj["budget_hours"][0]) * 1.02)
-    never = [d for d in DESIGNS if d in set(traj["design"]) and not traj.filter(
-        (pl.col("design") == d) & (pl.col("width") <= 1.0)).height]
-    if never:
-        ax.text(0.02, 0.04, "never a CI <= 1 nat: " + ", ".join(never), transform=ax.transAxes,
-                fontsize=8, color="dimgray")
-    ax.set_xlabel("CPU-hours spent (1 core per run; measured wall time of each run)")
-    ax.set_ylabel("width of E's 95% CI (nats; shown once <= 1)")
-    ax.set_title("CPU twin: CI of the regularized asymptote E vs compute, same budget for each design",
-                 fontsize=10)
-    ax.legend(frameon=False)
+    ax.set_xlim(0, budget * 1.02)
+    ax.set_xlabel("CPU-hours spent (1 core per run)")
+    ax.set_ylabel("width of E's 95% CI (nats; median over arms)")
+    ax.set_title("regularized E: CI width vs compute", fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    r = traj.filter(pl.col("target") == "ranking")
+    want = " < ".join(order)
+    for design in RANK_DESIGNS:
+        arms = r.filter(pl.col("design") == design).partition_by("arm")
+        firsts = [a.filter(pl.col("decided")) for a in arms]
+        share = [np.mean([f.height > 0 and f["order"][0] == want and f["flops"][0] / 3600 <= h
+                          for f in firsts]) for h in grid_h]
+        bad = [np.mean([f.height > 0 and f["order"][0] != want and f["flops"][0] / 3600 <= h
+                        for f in firsts]) for h in grid_h]
+        bx.step(grid_h, share, where="post", color=COLOURS[design], lw=2, label=f"{design}: right")
+        if max(bad) > 0:
+            bx.step(grid_h, bad, where="post", color=COLOURS[design], lw=1, ls="--",
+                    label=f"{design}: wrong")
+    bx.set_ylim(-0.02, 1.02)
+    bx.set_xlim(0, budget * 1.02)
+    bx.set_xlabel("CPU-hours spent (1 core per run)")
+    bx.set_ylabel("share of arms with the ranking decided")
+    bx.set_title(f"ranking by E ({want} on the whole cache)", fontsize=10)
+    bx.legend(frameon=False, fontsize=8)
+    fig.suptitle("CPU twin, real runs: the same budget for each design", fontsize=11)
     fig.tight_layout()
     path = out / "adaptive_twin.png"
     fig.savefig(path, dpi=130)
@@ -178,18 +287,26 @@ def plot(traj: pl.DataFrame, out: Path, truth_width: float) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sweep_dir", type=Path)
-    ap.add_argument("--random-seeds", type=int, default=10)
+    ap.add_argument("--arms", type=int, default=10, help="seed draws of the cache (module docstring)")
     ap.add_argument("--batch", type=int, default=4, help="runs per adaptive round")
     ap.add_argument("--relative-targets", type=float, nargs="+", default=[3.0, 2.0, 1.25],
-                    help="target widths as multiples of the whole grid's own CI width")
+                    help="target widths as multiples of the whole cache's own CI width")
     ap.add_argument("--out", type=Path, default=Path("docs"))
     args = ap.parse_args(argv)
-    space, trainer, truth = load(args.sweep_dir)
-    traj = trajectories(space, trainer, args.random_seeds, args.batch)
+    cache = load(args.sweep_dir)
+    fit, ranking, budget = truth(cache)
+    print(f"reference grid: {cache.runs.height} runs ({cache.seeds} seed(s) per cell); the grid "
+          f"costs {budget / 3600:.2f} CPU-hours once per cell. Truth: E = {fit.E:.4f} (95% CI "
+          f"{fit.ci[0]:.4f}..{fit.ci[1]:.4f}, width {fit.width:.4f}); ranking "
+          f"{' < '.join(ranking.order)} ({'decided' if ranking.decided else 'NOT decided'}: "
+          f"{ranking.note} = {ranking.value:.4f}, CI {ranking.lo:.4f}..{ranking.hi:.4f})")
+    traj = trajectories(cache, args.arms, budget, args.batch)
     args.out.mkdir(parents=True, exist_ok=True)
     traj.write_parquet(args.out / "adaptive_twin.parquet")
-    print(table(traj, truth.E, truth.width, tuple(args.relative_targets)))
-    print(f"figure: {plot(traj, args.out, truth.width)}")
+    print(e_table(traj, fit, tuple(args.relative_targets)))
+    print()
+    print(ranking_table(traj, ranking.order))
+    print(f"figure: {plot(traj, args.out, fit, ranking.order)}")
     return 0
 
 
