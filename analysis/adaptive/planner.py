@@ -1,4 +1,10 @@
-"""Choose the next runs: the actions that most shrink E's expected CI width per FLOP.
+"""Choose the next runs: the actions that most shrink the target's expected CI width per FLOP.
+
+The target (objective.py) is one recipe's E by default; a ranking or a multiplier has
+one or more recipes, each a slice of the candidate space with its own size points,
+planning posterior and actions below (an action belongs to one recipe, its ``recipe``), and
+the gain of an action is the drop of the target's width when that recipe's Var E and
+degrees of freedom change as described here.
 
 Candidates are grouped into *actions*, the smallest sets of runs that change the target
 (target.py: only settled sizes enter the fit):
