@@ -28,9 +28,10 @@ from scalelab.cli.app import app
 from scalelab.errors import UserError, did_you_mean
 
 LOSSES = ("final_loss", "best_loss")
-TARGET_HELP = ("What to pin down: regularized.E (default: the asymptote E of the tuned grid), "
-               "NAME.E, ranking (the recipes' order by E) or multiplier (E's data multiplier "
-               "against the reference recipe's data law; needs the data block).")
+TARGET_CHOICES = ("regularized.E (default: the asymptote E of the tuned grid), NAME.E, ranking "
+                  "(the recipes' order by E) or multiplier (E's data multiplier against the "
+                  "reference recipe's data law; needs the data block).")
+TARGET_HELP = "What to pin down: " + TARGET_CHOICES
 RECIPE_HELP = ("NAME=axis=v1|v2[,axis=v]: a recipe as a slice of the grid (repeatable; "
                "default: standard = weight decay 0.1, regularized = the whole grid).")
 

@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 
 from scalelab.cli.app import app
-from scalelab.cli.next import RECIPE_HELP, TARGET_HELP
+from scalelab.cli.next import RECIPE_HELP, TARGET_CHOICES
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
@@ -77,7 +77,7 @@ def sweep_cmd(
         None, "--budget", help="With --adaptive: GPU-hours for the whole study (needs launcher.flops_per_gpu_s)."),
     target_width: float = typer.Option(
         0.0, "--target-width", help="With --adaptive: stop once the target's CI is at most this wide (default 0: until the budget; a ranking also stops once decided)."),
-    goal: str = typer.Option("regularized.E", "--target", help="With --adaptive, what to pin down: " + TARGET_HELP[len("What to pin down: "):]),
+    goal: str = typer.Option("regularized.E", "--target", help="With --adaptive, what to pin down: " + TARGET_CHOICES),
     recipe: list[str] = typer.Option([], "--recipe", help="With --adaptive: " + RECIPE_HELP),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
