@@ -10,7 +10,6 @@ and the path of the report and its figure. Idempotent: a second call reuses fini
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 
@@ -39,17 +38,15 @@ def run_demo(spec_path: Path, root: Path, *, executor: str | None = None, echo=p
     from scalelab.distill.stages import execute_staged, has_students
     from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
     from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.view.collect import collect
-    from scalelab.sweep.run.launch import execute, sweep_dir_for
     from scalelab.sweep.plan.datasets import dataset_facts
     from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.run.launch import execute, sweep_dir_for
     from scalelab.sweep.spec.load import load_spec
+    from scalelab.sweep.view.collect import collect
 
     t0 = time.perf_counter()
     spec = load_spec(spec_path)
-    # Runs of these tiny models are fastest single-threaded, one per core (the local
-    # backend runs launcher.max_parallel of them): the run processes inherit this.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, spec.launcher.cpus_per_task)))
+    # Each run process gets launcher.cpus_per_task threads (the local backend's thread_env).
     plan = expand(spec, datasets=dataset_facts(spec))
     sweep_dir = sweep_dir_for(spec.name, root=root, launcher_root=None)
     sweep_dir.mkdir(parents=True, exist_ok=True)
