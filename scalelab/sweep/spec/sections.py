@@ -35,7 +35,8 @@ class LauncherConfig:
     tasks_per_node: int = 1
     """Processes per node (one per GPU for DDP/FSDP)."""
     cpus_per_task: int = 1
-    """CPU cores per process (``--cpus-per-task``)."""
+    """CPU cores per process (``--cpus-per-task``; local executor: each run's OMP_NUM_THREADS
+    unless the environment sets it)."""
     mem_gb: float | None = None
     """Memory per node in GiB (None = the partition default)."""
     gpu_mem_gb: float | None = None
