@@ -134,9 +134,10 @@ def summary_text(summary: Summary, fits: Mapping[str, TargetFit]) -> str:
     pct = f"{100 * next(iter(fits.values())).level:g}%"
     if summary.order:  # a ranking
         state = "decided" if summary.decided else "not decided"
+        each = ", ".join(f"{r} {fits[r].E:.4f} +- {fits[r].half_width:.4f}" for r in summary.order)
         return (f"ranking {' < '.join(summary.order)} by E ({state}): {summary.note} = "
                 f"{summary.value:.4f}, {pct} CI ({summary.lo:.4f}, {summary.hi:.4f}), width "
-                f"{summary.width:.4f}; settled sizes: {sizes}")
+                f"{summary.width:.4f}; E: {each}; settled sizes: {sizes}")
     if summary.name.endswith(".multiplier"):
         return (f"{summary.name} = {summary.value:.3g}x, {pct} CI ({summary.lo:.3g}x, "
                 f"{summary.hi:.3g}x), width {summary.width:.3f} in log m ({summary.note}); "
