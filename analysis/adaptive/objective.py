@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from analysis.adaptive.law import MIN_SIZES
 from analysis.adaptive.space import CandidateSpace
 from analysis.errors import AnalysisInputError
 
@@ -75,7 +76,7 @@ class Estimate:
 
 
 NO_ESTIMATE = Estimate(math.nan, math.inf, 0.0)
-MIN_DECISION_SIZES = 5
+MIN_DECISION_SIZES = MIN_SIZES
 
 
 def t_width(var: float, dof: float, level: float, studentized: bool = True) -> float:

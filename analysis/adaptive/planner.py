@@ -18,7 +18,7 @@ Candidates are grouped into *actions*, the smallest sets of runs that change the
   tuned axes drifts with N. Its effect: a point at N with the best cell's weight.
 - replicate N: one more seed of a settled size's best cell (the next replicate index not
   run). Its effect: weight + 1 at N and one more degree of freedom. Offered only once
-  >= 4 sizes are settled (the target has an interval): before, a replicate's value would
+  ``law.MIN_SIZES`` sizes are settled (the target has an interval): before, a replicate's value would
   be judged against the prior alone, and the cheapest sizes' seeds would win on price
   (with replicates offered from the start, an earlier version of the synthetic study
   needed a median 62 runs for a 0.2-wide interval, 50 without).
@@ -32,9 +32,11 @@ adds does not depend on its outcome, so the greedy batch needs no simulated outc
 room left in the batch contributes its first runs (centre first); the rest stay pending.
 ``studentized=False`` judges 2 z sqrt(Var E) instead of the reported 2 t sqrt(Var E): the
 plain c-criterion. On the synthetic study of docs/adaptive.md (12 seeds, width 0.1) it
-reached the target with 0.58 of the grid's runs and 0.46 of its FLOPs (studentized: 0.61,
-0.53), but its intervals at the stop covered E in 9/12 seeds (studentized: 11/12): without
-t it stops on fewer degrees of freedom, when the noise estimate happens to be low.
+reached the target with 0.57 of the grid's runs and 0.50 of its FLOPs (studentized: 0.59,
+0.51), and its intervals at the stop covered E in 11/12 seeds, as the studentized ones did.
+(With intervals allowed on 4 sizes it covered E in 9/12 only: without t it stopped on fewer
+degrees of freedom, when the noise estimate happened to be low.) The default stays the
+reported width, which counts the degrees of freedom.
 
 Approximations, said plainly: a settle action is costed at the runs known to be missing
 now; when a neighbour beats the centre the walk moves and needs more (the next round

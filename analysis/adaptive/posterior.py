@@ -25,7 +25,7 @@ parameters; Atkinson et al.). The target's width is judged as the study reports
 it (target.py): 2 t_{nu, (1+level)/2} sqrt(V_EE), nu = (n - 3) + SUM (m - 1), floored at 1,
 so a run that adds a degree of freedom (a fifth size, a replicate) also shrinks t.
 
-theta_p: the weighted fit of every size's current best cell when >= 4 sizes have runs
+theta_p: the weighted fit of every size's current best cell when >= MIN_SIZES sizes have runs
 (settled or not: the planning point, not the target); with 2-3 sizes, B = ``guess_B``
 and (A, E) by weighted linear least squares; with fewer, A = 1, B = ``guess_B``, E = the
 mean loss. s^2: the pooled noise estimate (target.py) shrunk towards a prior guess

@@ -17,7 +17,7 @@ From the finished runs (a run frame with a ``loss`` column, ``space.CandidateSpa
    enter the fit: an unsettled best cell may sit on the slope of the tuning penalty, and
    its loss would bias E upwards by an amount no interval shows;
 4. the fit: A/x^B + E on the settled points, weights m (``law.fit_points``), with
-   >= ``law.MIN_SIZES`` = 4 sizes (fewer: no interval, width inf);
+   >= ``law.MIN_SIZES`` = 5 sizes (fewer: no interval, width inf; why 5: law.py);
 5. the interval: the Wald/t interval of nonlinear least squares (Seber & Wild 1989,
    "Nonlinear Regression", ch. 5),
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from analysis.adaptive import CandidateSpace, TargetFit
+from analysis.adaptive.law import MIN_SIZES
 from analysis.adaptive.objective import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
 from scalelab.adaptive.study import Study
 from scalelab.errors import UserError, did_you_mean
@@ -129,7 +130,7 @@ def summary_text(summary: Summary, fits: Mapping[str, TargetFit]) -> str:
     sizes = ", ".join(f"{r} {f.n_sizes}" for r, f in fits.items())
     if not math.isfinite(summary.width):
         why = f"; {summary.note}" if summary.note else ""
-        return (f"{summary.name} has no interval yet (settled sizes: {sizes}; 4 needed per "
+        return (f"{summary.name} has no interval yet (settled sizes: {sizes}; {MIN_SIZES} needed per "
                 f"recipe{why})")
     pct = f"{100 * next(iter(fits.values())).level:g}%"
     if summary.order:  # a ranking
