@@ -131,7 +131,7 @@ def test_multiplier_target_reaches_its_width_and_covers_the_truth():
     seed the data law's estimate is drawn from N(truth, cov), the study's E is fitted by the
     adaptive loop until the multiplier's log-width is 0.7 (the data law alone floors it at
     0.29). The interval combines both (delta method, Satterthwaite dof) and covers the true
-    multiplier (10.6x) in >= 10 of 12 seeds."""
+    multiplier (10.6x) in >= 10 of 12 seeds (measured: 11)."""
     true = DataLaw(A=0.8, B=0.35, C=1.6, cov=np.diag([0.0, 1e-4, 4e-5]), dof=6.0, L_ref=2.4)
     truth = math.exp(true.log_multiplier(1.95))
     covered, widths = 0, []
