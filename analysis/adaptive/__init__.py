@@ -1,12 +1,18 @@
-"""Adaptive scaling studies: choose the next runs that most shrink the CI of a recipe's
-asymptote E per FLOP (issue 15; method, formulas and results: docs/adaptive.md).
+"""Adaptive scaling studies: choose the next runs that most shrink the CI of a target per
+FLOP: a recipe's asymptote E, the ranking of recipes by E, or E's data multiplier (issue 15;
+method, formulas and results: docs/adaptive.md).
 
 One concept per module:
 
 - ``space``: the candidate space, sizes x tuned axes x seed replicates; a run's key;
-- ``trainer``: a synthetic trainer, the recipe law + a tuning penalty + noise, known truth;
+  recipes as slices of it;
+- ``trainer``: a synthetic trainer, the recipe law + a tuning penalty + noise, known truth
+  (and several recipes on one grid);
+- ``objective``: the targets (E, ranking, multiplier) as functions of the recipes' E
+  estimates, their CI widths and what planning minimises;
 - ``law``: A/x^B + E, its weighted fit (``analysis.fit.fit_law``) and Jacobian;
-- ``target``: best cell per size, settled sizes, E and its t-interval (what is judged);
+- ``target``: best cell per size, settled sizes, E and its t-interval; a target judged on
+  the finished runs (``judge``);
 - ``posterior``: the linearised posterior of the law and E's expected CI width after a
   run (c-optimal design, Sherman-Morrison update: no simulation);
 - ``planner``: actions (settle a size, replicate a cell), scores per FLOP, greedy batches,

@@ -16,7 +16,11 @@ One concept per module:
 - ``loop``: ``run_adaptive_sweep``, the seed design then rounds of ``plan_next``, every
   launch through ``scalelab.sweep.run.launch.execute``;
 - ``recipe_cells``: per recipe, the seed replicates of each size's best cell (the input
-  of ``analysis.compare.compare_recipes``).
+  of ``analysis.compare.compare_recipes``);
+- ``targets``: ``--target`` / ``--recipe``: the study's recipes as slices of its grid and
+  the ``analysis.adaptive.objective`` target (E, ranking, multiplier), and its one line;
+- ``membership``: whether a launched spec is runs of the sweep's recorded study (then
+  ``<sweep>/spec.yaml`` stays the study's).
 
 Nothing is re-exported here: import the module you need (the CLI imports lazily).
 """
