@@ -130,11 +130,14 @@ def sweep_cmd(
 
 
 def _spec_copy(console: Console, spec: Path, loaded, plan, sweep_dir: Path) -> str:
-    """The text ``<sweep>/spec.yaml`` gets: the launched spec's, except when its every run
-    is a run of the sweep's recorded adaptive study (``scalelab next``'s block): then the
-    study's, so that ``collect`` keeps every run of the study in spec
-    (``scalelab.adaptive.membership``)."""
+    """The text ``<sweep>/spec.yaml`` gets: the launched spec's, except when it is
+    ``scalelab next``'s block (one block, ``adaptive``) and its every run is a run of the
+    sweep's recorded adaptive study: then the study's, so that ``collect`` keeps every run
+    of the study in spec (``scalelab.adaptive.membership``). A spec of the user's own, even
+    a subset of the study, replaces it as any new spec does."""
     text = loaded.text or Path(spec).read_text()
+    if [name for name, _ in loaded.blocks] != ["adaptive"]:  # block.BLOCK_NAME: only next's
+        return text  # blocks; a user's own spec, even a subset of the study, is copied
     if not (sweep_dir / "adaptive" / "study.yaml").is_file():  # record.ADAPTIVE_DIR, STUDY_FILE:
         return text  # no study recorded (checked first: analysis.adaptive is slow to import)
     from scalelab.adaptive.membership import kept_study

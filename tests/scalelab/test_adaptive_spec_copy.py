@@ -126,3 +126,20 @@ def test_without_a_recorded_study_the_block_replaces_the_sweeps_spec(tmp_path, c
     in_spec = dict(zip(runs["run_id"].to_list(), runs["in_spec"].to_list()))
     assert [in_spec[rid] for rid in seed] == [False] * len(seed)
     assert sum(in_spec.values()) == 2
+
+
+def test_a_narrowed_spec_of_the_users_own_replaces_the_sweeps_spec(tmp_path, capsys):
+    """The study's spec cut to its two smallest sizes, launched by the user: every run is a
+    run of the study, but it is no ``next`` block, so it is the sweep's new spec and the seed
+    design's runs at other sizes leave it, as after any spec change."""
+    path, sweep_dir, seed = seeded(tmp_path)
+    narrow = tmp_path / "narrow.yaml"
+    narrow.write_text(spec_text(NAME, presets=PRESETS[:2], seeds=(0, 1, 2)))
+    plan_ids = set(load_plan(narrow).table["run_id"].to_list())
+    assert plan_ids <= set(load_plan(path).table["run_id"].to_list())
+    out = sweep(narrow, tmp_path / "root", capsys)
+    assert KEPT not in out
+    assert (sweep_dir / "spec.yaml").read_text() == narrow.read_text()
+    runs = collected(sweep_dir, capsys)
+    in_spec = dict(zip(runs["run_id"].to_list(), runs["in_spec"].to_list()))
+    assert in_spec == {rid: rid in plan_ids for rid in in_spec}
