@@ -24,7 +24,7 @@ from analysis.adaptive.loop import Trainer
 from analysis.adaptive.objective import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, estimate, fit_target, size_points
+from analysis.adaptive.target import TargetFit, judge, settled_sizes
 
 __all__ = ["FixedResult", "grid_order", "random_order", "run_fixed"]
 
@@ -65,22 +65,9 @@ def run_fixed(trainer: Trainer, space: CandidateSpace, order: pl.DataFrame, budg
     docstring). ``target``: objective.py (default: E of the whole space)."""
     target = target if target is not None else Asymptote(GRID, space, level)
     trained = trainer.train(order)  # losses depend on the run alone (trainer.py)
-    masks = {r: sub.contains(trained) for r, sub in target.recipes.items()}
-    cache: dict[tuple, TargetFit] = {}
-
-    def fits_at(n: int) -> dict[str, TargetFit]:
-        out = {}
-        for r, sub in target.recipes.items():
-            points = size_points(trained.head(n).filter(masks[r].head(n)), sub)
-            sig = (r, tuple(points.settled.rows()), points.within_ss, points.within_dof)
-            if sig not in cache:
-                cache[sig] = fit_target(points, level)
-            out[r] = cache[sig]
-        return out
-
+    cache: dict = {}
     rows, spent, stopped = [], 0.0, "exhausted"
-    fits = fits_at(0)
-    summary = target.summary({r: estimate(f) for r, f in fits.items()})
+    summary, fits = judge(target, trained.head(0), cache)
     n = 0
     for n in range(1, trained.height + 1):
         cost = float(trained["flops"][n - 1])
@@ -88,9 +75,8 @@ def run_fixed(trainer: Trainer, space: CandidateSpace, order: pl.DataFrame, budg
             stopped, n = "budget", n - 1
             break
         spent += cost
-        fits = fits_at(n)
-        summary = target.summary({r: estimate(f) for r, f in fits.items()})
-        rows.append(trajectory.row(n, n, spent, summary, min(f.n_sizes for f in fits.values())))
+        summary, fits = judge(target, trained.head(n), cache)
+        rows.append(trajectory.row(n, n, spent, summary, settled_sizes(fits)))
         if summary.met(target_width):
             stopped = "target"
             break

@@ -31,7 +31,7 @@ from analysis.adaptive import trajectory
 from analysis.adaptive.objective import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID, plan_next, start_cell
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, judge, size_points
+from analysis.adaptive.target import TargetFit, judge, settled_sizes, size_points
 from analysis.errors import AnalysisInputError
 
 __all__ = ["AdaptiveResult", "Round", "Trainer", "run_adaptive", "seed_design"]
@@ -103,7 +103,7 @@ def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, bu
         raise AnalysisInputError(f"the seed design needs {spent:.3g} FLOPs, over the budget {budget:.3g}")
     done = trainer.train(seed).select(*cols, "loss").with_columns(pl.lit(0).alias("round"))
     summary, fits = judge(target, done)
-    traj = [trajectory.row(0, done.height, spent, summary, _sizes(fits))]
+    traj = [trajectory.row(0, done.height, spent, summary, settled_sizes(fits))]
     rounds: list[Round] = []
     stopped = "max_rounds"
     for r in range(1, max_rounds + 1):
@@ -122,13 +122,9 @@ def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, bu
         done = pl.concat([done, new.with_columns(pl.lit(r).alias("round"))])
         spent += float(new["flops"].sum())
         summary, fits = judge(target, done)
-        traj.append(trajectory.row(r, done.height, spent, summary, _sizes(fits)))
+        traj.append(trajectory.row(r, done.height, spent, summary, settled_sizes(fits)))
     else:
         stopped = "target" if summary.met(target_width) else "max_rounds"
     return AdaptiveResult(done, tuple(rounds), pl.DataFrame(traj, schema=trajectory.SCHEMA),
                           stopped, summary, fits)
 
-
-def _sizes(fits: dict[str, TargetFit]) -> int:
-    """The fewest settled sizes of any recipe's fit."""
-    return min(f.n_sizes for f in fits.values())

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -123,19 +124,20 @@ Objective = Callable[[Mapping[str, Estimate]], float]
 """The CI width a round of planning minimises, given every recipe's estimate."""
 
 
-class Target:
+class Target(ABC):
     """Base of the three targets (module docstring)."""
 
     name: str
     recipes: Mapping[str, CandidateSpace]
     level: float
 
-    def summary(self, est: Mapping[str, Estimate]) -> Summary:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def summary(self, est: Mapping[str, Estimate]) -> Summary:
+        """The target as reported, from every recipe's estimate."""
 
+    @abstractmethod
     def objective(self, est: Mapping[str, Estimate], studentized: bool = True) -> Objective:
         """The width to minimise this round, at the planning estimates ``est``."""
-        raise NotImplementedError  # pragma: no cover - abstract
 
 
 @dataclass(frozen=True)

@@ -204,8 +204,7 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
     states: dict[str, _Recipe] = {}
     acts: list[Action] = []
     for name, sub in target.recipes.items():
-        mine = done.filter(sub.contains(done)) if done.height else done
-        points = size_points(mine, sub)
+        points = size_points(sub.runs_in(done), sub)
         post = planning_posterior(points, noise_sd=noise_sd, level=level, studentized=studentized)
         s = points.settled
         design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float), points.within_dof)

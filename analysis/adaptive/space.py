@@ -147,6 +147,10 @@ class CandidateSpace:
             mask = mask & pl.col(a.name).is_in(list(a.values))
         return frame.select(mask.alias("in"))["in"]
 
+    def runs_in(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The rows of a run frame in this space (a frame without rows, as it is)."""
+        return frame.filter(self.contains(frame)) if frame.height else frame
+
     def key(self, N: float, cell: Cell, replicate: int = 0) -> str:
         return run_key(N, self.values(cell), self.names, replicate)
 

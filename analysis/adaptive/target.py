@@ -47,7 +47,8 @@ from analysis.adaptive.law import MIN_SIZES, SCALE, fit_points, jacobian
 from analysis.adaptive.objective import NO_ESTIMATE, Estimate, Summary, Target
 from analysis.adaptive.space import CandidateSpace
 
-__all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge", "size_points"]
+__all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge", "settled_sizes",
+           "size_points"]
 
 
 @dataclass(frozen=True)
@@ -162,12 +163,26 @@ def estimate(fit: TargetFit) -> Estimate:
     return Estimate(fit.E, float(fit.cov[2, 2]), float(fit.dof), fit.n_sizes)
 
 
-def judge(target: Target, done: pl.DataFrame) -> tuple[Summary, dict[str, TargetFit]]:
+def settled_sizes(fits: dict[str, TargetFit]) -> int:
+    """The fewest settled sizes in any recipe's fit (what a trajectory's ``sizes`` says)."""
+    return min(f.n_sizes for f in fits.values())
+
+
+def judge(target: Target, done: pl.DataFrame, cache: dict | None = None
+          ) -> tuple[Summary, dict[str, TargetFit]]:
     """The target as reported on the finished runs: each recipe's fit on its own slice of
-    the runs (objective.py) and the target's summary of them."""
+    the runs (objective.py) and the target's summary of them. ``cache``: fits kept by
+    recipe and settled points, for a caller that judges after every run (a fit only
+    changes when a settled point does)."""
     fits = {}
     for name, sub in target.recipes.items():
-        mine = done.filter(sub.contains(done)) if done.height else done
-        fits[name] = evaluate(mine, sub, target.level)
+        points = size_points(sub.runs_in(done), sub)
+        if cache is None:
+            fits[name] = fit_target(points, target.level)
+            continue
+        sig = (name, tuple(points.settled.rows()), points.within_ss, points.within_dof)
+        if sig not in cache:
+            cache[sig] = fit_target(points, target.level)
+        fits[name] = cache[sig]
     summary = target.summary({n: estimate(f) for n, f in fits.items()})
     return summary, fits

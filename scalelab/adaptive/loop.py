@@ -38,7 +38,7 @@ from pathlib import Path
 
 from analysis.adaptive import TargetFit, plan_next, seed_design
 from analysis.adaptive.objective import Summary, Target
-from analysis.adaptive.target import judge
+from analysis.adaptive.target import judge, settled_sizes
 from scalelab.adaptive import record
 from scalelab.adaptive.block import block_spec
 from scalelab.adaptive.observed import Observed, observe
@@ -225,7 +225,7 @@ class _Loop:
                     stopped = stop_reason(study, obs, batch=batch, noise_sd=noise_sd, level=level,
                                           target=target)
             record.append_trajectory(self.sweep_dir, index - 1, obs.done.height, obs.spent,
-                                     study.unit, summary, min(f.n_sizes for f in fits.values()),
+                                     study.unit, summary, settled_sizes(fits),
                                      stopped)
             if stopped is not None:
                 return AdaptiveSweep(self.sweep_dir, stopped, summary, fits, obs.spent, self.budget,
