@@ -4,6 +4,8 @@ A run is fully described by a ``RunConfig``; ``scalelab train CONFIG.yaml k=v ..
 one strictly (unknown keys are errors) and the sweep planner emits one per plan row.
 Derived quantities (N, D, steps, FLOPs) are computed in ``scalelab.derive``, never typed.
 Fields marked *operational* never enter the run id (``scalelab.identity``).
+Each numeric field declares the values it accepts (``strict.bounded``: the trainer, the
+model and the optimizers in ``optim`` rely on them), so a plan refuses what a run would.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from scalelab.errors import UserError
 Precision = Literal["fp32", "bf16-autocast", "bf16-pure"]
 Schedule = Literal["cosine", "wsd", "constant"]
 
+SEED_LIMIT = 2**32
+"""Seeds are below 2^32: with the member offset (``scalelab.train.seeds``) they stay
+within what torch, numpy and the distillation sampler's seed arithmetic take."""
+MEMBER_LIMIT = 10_000
+"""Ensemble members are 0..9999: each is a full training run, and a plan holds every run
+in memory (a spec's ``members`` is at most this)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
@@ -27,21 +36,21 @@ class ModelConfig:
     """Name from ``scalelab.model.presets.PRESETS`` (e.g. 'cpu-50k'..'cpu-5m', '150M',
     '300M', '600M', '1.4B' from Kim et al. 2025, arXiv 2509.14786). Explicit fields below
     override the preset's."""
-    d_model: int | None = None
+    d_model: int | None = strict.bounded(None, ge=1)
     """Residual width (hidden size)."""
-    n_layers: int | None = None
+    n_layers: int | None = strict.bounded(None, ge=1)
     """Transformer blocks."""
-    n_heads: int | None = None
+    n_heads: int | None = strict.bounded(None, ge=1)
     """Query heads; d_model must divide by it."""
-    n_kv_heads: int | None = None
+    n_kv_heads: int | None = strict.bounded(None, ge=1)
     """Key/value heads (GQA when < n_heads); defaults to n_heads."""
-    d_ff: int | None = None
+    d_ff: int | None = strict.bounded(None, ge=1)
     """SwiGLU intermediate width."""
     tie_embeddings: bool = False
     """Share the input embedding and the LM head (untied by default, as in Llama)."""
-    rope_theta: float = 10000.0
+    rope_theta: float = strict.bounded(10000.0, gt=0)
     """RoPE base frequency (Su et al. 2021)."""
-    norm_eps: float = 1e-5
+    norm_eps: float = strict.bounded(1e-5, gt=0)
     """RMSNorm epsilon."""
 
 
@@ -52,20 +61,20 @@ class DataConfig:
     dataset: str = "default"
     """A prepared token directory (``scalelab data prepare``) or 'default', the embedded
     corpus built from the running Python's standard-library sources."""
-    seq_len: int = 128
+    seq_len: int = strict.bounded(128, ge=1)
     """Tokens per training sequence (the model's context)."""
-    unique_tokens: int | None = None
+    unique_tokens: int | None = strict.bounded(None, ge=1)
     """U: the unique-token budget drawn from the training split (None = the whole split)."""
-    epochs: float = 1.0
+    epochs: float = strict.bounded(1.0, gt=0)
     """E: passes over the U unique tokens; fractional allowed. Total tokens D = U * E."""
-    vocab_size: int | None = None
+    vocab_size: int | None = strict.bounded(None, ge=1)
     """Tokenizer vocabulary; None = read from the dataset header. Set it for plans of
     datasets that are not on this machine (e.g. 128256 for Llama-3's tokenizer)."""
-    val_tokens: int = 65536
+    val_tokens: int = strict.bounded(65536, ge=1)
     """Size of the held-out validation split, carved off before training tokens."""
-    seed: int = 0
+    seed: int = strict.bounded(0, ge=0, lt=SEED_LIMIT)
     """Data-order seed: which U tokens, and the per-epoch shuffle."""
-    subset_seed: int | None = None
+    subset_seed: int | None = strict.bounded(None, ge=0, lt=SEED_LIMIT)
     """Seed of *which* U tokens only (None = ``seed``). Ensemble members share it, so they
     see the same unique data in different orders (Kim et al. 2025; the planner sets it to
     the replicate seed when ``members`` > 1). Left out of the run id while None."""
@@ -78,19 +87,19 @@ class OptimConfig:
     name: str = "adamw"
     """'adamw' (torch), 'sr-adamw' (optim.AdamW, bf16 + stochastic rounding), 'muon',
     'scion' (see optim/README.md)."""
-    lr: float = 3e-3
+    lr: float = strict.bounded(3e-3, ge=0)
     """Peak learning rate (for Scion: gamma; for Muon: the Muon-group lr)."""
-    weight_decay: float = 0.1
+    weight_decay: float = strict.bounded(0.1, ge=0)
     """Decoupled weight decay, multiplied by the current lr (AdamW convention)."""
-    betas: tuple[float, float] = (0.9, 0.95)
+    betas: tuple[float, float] = strict.bounded((0.9, 0.95), ge=0, lt=1)
     """Adam (beta1, beta2); also the aux AdamW group of Muon."""
-    eps: float = 1e-8
+    eps: float = strict.bounded(1e-8, gt=0)
     """Adam epsilon."""
-    momentum: float = 0.95
+    momentum: float = strict.bounded(0.95, ge=0, lt=1)
     """Muon momentum mu / Scion's 1 - alpha."""
     nesterov: bool = True
     """Nesterov momentum for Muon (U = G + mu*M)."""
-    ns_steps: int = 5
+    ns_steps: int = strict.bounded(5, ge=1)
     """Newton-Schulz iterations per Muon/Scion step."""
     ns_coefficients: str = "jordan"
     """Newton-Schulz preset, e.g. 'jordan' (KellerJordan/Muon) or 'polar_express'
@@ -98,9 +107,9 @@ class OptimConfig:
     muon_scale: Literal["jordan", "spectral", "moonlight"] = "moonlight"
     """Muon shape scaling: KellerJordan/Muon, Scion (arXiv 2502.07529) or Moonlight
     (arXiv 2502.16982)."""
-    aux_lr: float | None = None
+    aux_lr: float | None = strict.bounded(None, ge=0)
     """lr of the AdamW group that Muon routes embeddings/head/gains to (None = lr)."""
-    scion_radii: tuple[float, float, float] = (1.0, 3.0, 10.0)
+    scion_radii: tuple[float, float, float] = strict.bounded((1.0, 3.0, 10.0), gt=0)
     """Scion radii rho for (embedding ColNorm, hidden Spectral, head Sign): the untied
     setting of Pethick et al., arXiv 2502.07529 (LIONS-EPFL/scion)."""
     constrained: bool = False
@@ -116,40 +125,40 @@ class OptimConfig:
 class TrainConfig:
     """The training loop. Steps are derived: steps = ceil(D / (batch_size * seq_len))."""
 
-    batch_size: int = 16
+    batch_size: int = strict.bounded(16, ge=1)
     """Global batch in sequences (all ranks, all accumulation steps)."""
-    micro_batch_size: int | Literal["auto"] | None = None
+    micro_batch_size: int | Literal["auto"] | None = strict.bounded(None, ge=1)
     """Per-rank sequences per forward pass (None = batch_size / world_size). 'auto': the
     largest divisor of batch_size / world_size whose predicted peak memory
     (``scalelab.model.memory``) fits 90% of the GPU: the plan's pick uses
     ``launcher.gpu_mem_gb``, the trainer's the GPU it runs on (CPU: the whole batch)."""
     schedule: Schedule = "cosine"
     """'cosine' (warmup, cosine to min_lr_ratio), 'wsd' (warmup-stable-decay), 'constant'."""
-    warmup: float = 0.05
+    warmup: float = strict.bounded(0.05, ge=0)
     """Warmup length as a fraction of steps (< 1) or a step count (>= 1)."""
-    min_lr_ratio: float = 0.0
+    min_lr_ratio: float = strict.bounded(0.0, ge=0, le=1)
     """Final lr / peak lr (Kim et al. decay cosine to 0)."""
-    decay_fraction: float = 0.2
+    decay_fraction: float = strict.bounded(0.2, ge=0, le=1)
     """WSD: fraction of steps in the final linear decay."""
-    grad_clip: float | None = 1.0
+    grad_clip: float | None = strict.bounded(1.0, gt=0, note="null = no clipping")
     """Clip the global gradient norm to this (None = no clipping)."""
     precision: Precision = "fp32"
     """'fp32'; 'bf16-autocast' (fp32 params, bf16 matmuls); 'bf16-pure' (bf16 params: pair
     with optim.name 'sr-adamw', Zamirai et al. 2020)."""
-    init_seed: int = 0
+    init_seed: int = strict.bounded(0, ge=0, lt=SEED_LIMIT)
     """Seed of the weight init (separate from the data-order seed)."""
-    init_std: float = 0.02
+    init_std: float = strict.bounded(0.02, gt=0)
     """Std of the normal init (output projections scaled by 1/sqrt(2 * n_layers))."""
-    loss_ceiling: float | None = None
+    loss_ceiling: float | None = strict.bounded(None, gt=0)
     """A train loss above this (for divergence_patience consecutive steps) ends the run
     as DIVERGED; non-finite always does at once. An absolute override: when set, it
     replaces the divergence_factor rule."""
-    divergence_factor: float | None = 10.0
+    divergence_factor: float | None = strict.bounded(10.0, gt=1, note="null = off")
     """Without loss_ceiling: a train loss above this times the initial loss ln(vocab size)
     (the uniform predictor's) for divergence_patience consecutive steps ends the run as
     DIVERGED (None = off). Healthy runs stay below 1.01x; lr 1000 without clipping jumps
     to 8e4-4e6x, then goes flat at ln(vocab) (scalelab.train.divergence). Must be > 1."""
-    divergence_patience: int = 1
+    divergence_patience: int = strict.bounded(1, ge=1)
     """Consecutive steps the train loss must stay above the divergence threshold
     (divergence_factor or loss_ceiling). The count restarts at a resume."""
     compile: bool = False
@@ -180,25 +189,20 @@ class TrainConfig:
     SiLU and the gate product, dtype casts, GQA repeats) is recomputed: cheap elementwise
     work, no matmul runs twice. Losses and gradients equal 'none' bitwise on CPU. Operational."""
     # --- operational (never in the run id) ---
-    eval_every: int = 100
+    eval_every: int = strict.bounded(100, ge=0, note="0 = at the last step only")
     """Steps between held-out evals (always also at the last step). Operational."""
-    eval_batches: int = 8
+    eval_batches: int = strict.bounded(8, ge=1)
     """Held-out batches (of batch_size sequences) per eval. Operational."""
-    log_every: int = 1
+    log_every: int = strict.bounded(1, ge=1)
     """Steps between metrics rows, progress lines (tokens/s, ETA) and W&B train metrics.
     Operational."""
-    norms_every: int = 50
+    norms_every: int = strict.bounded(50, ge=0, note="0 = off")
     """Steps between per-layer norm records (0 = off). Operational."""
-    checkpoint_every: int = 100
+    checkpoint_every: int = strict.bounded(100, ge=1)
     """Steps between checkpoints (also on SIGTERM/SIGUSR1 and at the end). Operational."""
     device: str = "auto"
     """'auto' (cuda if present), 'cpu', 'cuda'. Operational."""
 
-    def __post_init__(self) -> None:
-        if self.divergence_factor is not None and not self.divergence_factor > 1:
-            raise ValueError(f"divergence_factor must be > 1 (or null), got {self.divergence_factor}")
-        if self.divergence_patience < 1:
-            raise ValueError(f"divergence_patience must be >= 1, got {self.divergence_patience}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,32 +222,26 @@ class DistillConfig:
     teachers: tuple[str, ...] = ()
     """Teacher run directories: names under the sweep's ``runs/`` or absolute paths
     (written by the planner from ``teacher``; may also be given directly)."""
-    synthetic_weight: float = 0.0
+    synthetic_weight: float = strict.bounded(0.0, ge=0, lt=1)
     """w: the fraction of each batch's sequences drawn from teacher text, rounded to whole
     sequences (0.9 ensemble teacher, 0.75 self-distillation in Kim et al.). The real data
     still runs data.epochs passes, so steps = U·E / (batch · (1 - w))."""
-    synthetic_tokens: int = 0
+    synthetic_tokens: int = strict.bounded(0, ge=0)
     """Teacher tokens to generate (whole sequences of data.seq_len + 1); required when w > 0."""
-    prompt_len: int = 1
+    prompt_len: int = strict.bounded(1, ge=1)
     """Real-data prefix tokens that start each generated sequence."""
-    temperature: float = 1.0
+    temperature: float = strict.bounded(1.0, gt=0)
     """Sampling temperature of the teachers (1 in Kim et al.)."""
-    seed: int = 0
+    seed: int = strict.bounded(0, ge=0, lt=SEED_LIMIT)
     """Generation seed: which member samples each sequence, prompts, and the samples."""
-    kd_weight: float = 0.0
+    kd_weight: float = strict.bounded(0.0, ge=0, le=1)
     """alpha of logit-level KD on real data: loss = (1 - alpha)·CE + alpha·tau²·KL (0 = off)."""
-    kd_temperature: float = 1.0
+    kd_temperature: float = strict.bounded(1.0, gt=0)
     """tau of logit-level KD."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.synthetic_weight < 1.0:
-            raise ValueError(f"synthetic_weight must be in [0, 1), got {self.synthetic_weight}")
-        if not 0.0 <= self.kd_weight <= 1.0:
-            raise ValueError(f"kd_weight must be in [0, 1], got {self.kd_weight}")
         if self.synthetic_weight > 0 and self.synthetic_tokens <= 0:
             raise ValueError("synthetic_tokens must be > 0 when synthetic_weight > 0")
-        if self.temperature <= 0 or self.kd_temperature <= 0 or self.prompt_len < 1:
-            raise ValueError("temperature, kd_temperature must be > 0 and prompt_len >= 1")
 
     @property
     def active(self) -> bool:
@@ -262,7 +260,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
     """Distillation from teacher runs (off by default)."""
-    member: int = 0
+    member: int = strict.bounded(0, ge=0, lt=MEMBER_LIMIT)
     """Ensemble member index. Member k trains with init seed ``train.init_seed + 1000·k`` and
     data-order seed ``data.seed + 1000·k`` (``scalelab.train.seeds``; Kim et al. use seed k)."""
     extra: dict[str, Any] = field(default_factory=dict)

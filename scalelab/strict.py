@@ -7,6 +7,12 @@ Optional and None says so, e.g. ``train.grad_clip``, ``train.loss_ceiling``), an
 identity cannot hash them. ``Any`` values (free-form tags such as ``extra``) must be plain
 data for the same reason: null, bool, int, finite float, str, lists and string-keyed
 mappings of those. Every error names the file and the dotted key path.
+
+Numeric fields declare the values they accept where they are declared:
+``lr: float = strict.bounded(3e-3, ge=0)`` is a field with default 3e-3 whose values must
+be >= 0 (items of a tuple field each; None passes an Optional field). ``build`` and
+``check_range`` (the planner's values) enforce them, so what a run would refuse is refused
+where the value is written.
 """
 
 from __future__ import annotations
@@ -24,6 +30,90 @@ from scalelab.errors import UserError, did_you_mean
 
 T = TypeVar("T")
 
+RANGE = "scalelab.range"
+"""The field-metadata key of a field's ``Range``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The interval a numeric field's values lie in; a missing end is unbounded."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    """``low`` itself is excluded (> low rather than >= low)."""
+    high_open: bool = False
+    """``high`` itself is excluded (< high rather than <= high)."""
+    note: str = ""
+    """What the declaration adds to the range in words, e.g. 'null = no clipping'."""
+
+    def __contains__(self, value: Any) -> bool:
+        if self.low is not None and not (value > self.low if self.low_open else value >= self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            text = f"{'>' if self.low_open else '>='} {shown(self.low)}"
+        elif self.low is None:
+            text = f"{'<' if self.high_open else '<='} {shown(self.high)}"
+        else:
+            text = (f"in {'(' if self.low_open else '['}{shown(self.low)}, "
+                    f"{shown(self.high)}{')' if self.high_open else ']'}")
+        return f"{text} ({self.note})" if self.note else text
+
+
+def bounded(default: Any, *, gt: float | None = None, ge: float | None = None,
+            lt: float | None = None, le: float | None = None, note: str = "") -> Any:
+    """A dataclass field with ``default`` whose values must be > gt / >= ge and < lt / <= le
+    (give at most one of each pair); ``note`` says in words what the range leaves out."""
+    if (gt is not None and ge is not None) or (lt is not None and le is not None):
+        raise TypeError("bounded: give one of gt/ge and one of lt/le")
+    low, high = (gt if ge is None else ge), (lt if le is None else le)
+    rng = Range(low, high, low_open=gt is not None, high_open=lt is not None, note=note)
+    if default is not None and not all(v in rng for v in _items(default)):
+        raise TypeError(f"bounded: the default {default!r} is not {rng}")
+    return dataclasses.field(default=default, metadata={RANGE: rng})
+
+
+def field_range(cls: type, name: str) -> Range | None:
+    """The declared ``Range`` of field ``name`` of dataclass ``cls`` (None: none declared)."""
+    return _ranges(cls).get(name)
+
+
+def check_range(rng: Range | None, value: Any, *, file: str | None, path: str) -> Any:
+    """``value`` unchanged when it (each item of a tuple; None always) lies in ``rng``."""
+    if rng is None or value is None:
+        return value
+    for i, item in enumerate(_items(value)):
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and item not in rng:
+            where = f"{path}[{i}]" if isinstance(value, tuple) else path
+            raise UserError(f"{shown(item)} is out of range: expected {rng}", file=file,
+                            key=where)
+    return value
+
+
+@functools.cache
+def _ranges(cls: type) -> dict[str, Range]:
+    return {f.name: f.metadata[RANGE] for f in dataclasses.fields(cls) if RANGE in f.metadata}
+
+
+def _items(value: Any) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def shown(x: Any) -> str:
+    """A number for a message: 2^k for a power of two past 2^20, an integer of more than
+    40 digits by its digit count, else repr."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        return repr(x)
+    if x > 2**20 and x & (x - 1) == 0:
+        return f"2^{x.bit_length() - 1}"
+    digits = len(str(abs(x))) if x.bit_length() < 14_000 else None  # str() stops at 4300 digits
+    if digits is None or digits > 40:
+        return f"a {'negative ' if x < 0 else ''}{digits or 'many'}-digit integer"
+    return repr(x)
+
 
 def build(cls: type[T], data: Any, *, file: str | None = None, path: str = "") -> T:
     """Build dataclass ``cls`` from ``data`` (a mapping), strictly."""
@@ -36,7 +126,8 @@ def build(cls: type[T], data: Any, *, file: str | None = None, path: str = "") -
         key_path = f"{path}.{key}" if path else str(key)
         if key not in fields:
             raise UserError(f"unknown key{did_you_mean(key, fields)}", file=file, key=key_path)
-        kwargs[key] = coerce(hints[key], value, file=file, path=key_path)
+        value = coerce(hints[key], value, file=file, path=key_path)
+        kwargs[key] = check_range(field_range(cls, key), value, file=file, path=key_path)
     missing = [
         n
         for n, f in fields.items()

@@ -8,7 +8,9 @@ Sweep layout (the run directories of README.md "Concepts" plus two folders):
     <sweep>/runs/<student-run>/            the student
 
 ``distill.teachers`` names run directories under ``<sweep>/runs/`` (or absolute paths);
-the sweep directory of a run dir or a generation dir is its grandparent. The planner
+the sweep directory of a run dir or a generation dir is its grandparent. An absolute path
+must hold a run when the plan is made (``missing_teacher``); a name may be a run that the
+same sweep trains first. The planner
 fills ``teachers`` from the ``distill.teacher`` selector (``resolve_teachers``).
 """
 
@@ -29,6 +31,7 @@ from scalelab.identity import canonical_json, run_dir_name
 __all__ = [
     "generation_key",
     "generation_params",
+    "missing_teacher",
     "needs_generation",
     "resolve_teachers",
     "synthetic_cache_dir",
@@ -70,9 +73,21 @@ def teacher_dirs(cfg: RunConfig, run_dir: str | Path) -> list[Path]:
     runs = _sweep_of(run_dir) / "runs"
     out = [Path(t) if Path(t).is_absolute() else runs / t for t in cfg.distill.teachers]
     for path in out:
-        if not (path / "config.yaml").is_file():
+        if not _is_run(path):
             raise UserError(f"teacher run {path} does not exist (or never started)", key="distill.teachers")
     return out
+
+
+def missing_teacher(teachers: Sequence[str]) -> str | None:
+    """The first of ``teachers`` that must exist when the plan is made and does not: an
+    absolute path that holds no run (names under the sweep's ``runs/`` may be trained by
+    the same sweep, so only the launch can check them)."""
+    return next((t for t in teachers if Path(t).is_absolute() and not _is_run(Path(t))), None)
+
+
+def _is_run(path: Path) -> bool:
+    """Whether ``path`` is a run directory that started (its config.yaml is written first)."""
+    return (path / "config.yaml").is_file()
 
 
 def synthetic_cache_dir(run_dir: str | Path) -> Path:

@@ -1,8 +1,8 @@
 """Dotted config keys (``optim.lr``, ``model.preset``, ``extra.recipe``) of a RunConfig.
 
 The sweep spec names every varying or derived value by its dotted key. This module
-knows which keys exist (with did-you-mean), their annotations, whether they are
-numeric, and how to produce a new frozen RunConfig with some keys replaced — fast
+knows which keys exist (with did-you-mean), their annotations and declared ranges
+(``strict.bounded``), whether they are numeric, and how to produce a new frozen RunConfig with some keys replaced — fast
 (``dataclasses.replace`` per touched section), because the planner does it per run.
 """
 
@@ -20,7 +20,8 @@ from scalelab import strict
 from scalelab.config import RunConfig
 from scalelab.errors import UserError, did_you_mean
 
-__all__ = ["coerce_value", "get_value", "is_numeric", "key_type", "leaf_keys", "with_values"]
+__all__ = ["coerce_value", "get_value", "is_numeric", "key_range", "key_type", "leaf_keys",
+           "with_values"]
 
 _FREE_DICTS = ("extra",)
 """Sections whose sub-keys are free-form (``extra.<anything>``)."""
@@ -56,6 +57,17 @@ def key_type(key: str) -> Any:
     return cls
 
 
+@functools.cache
+def key_range(key: str) -> strict.Range | None:
+    """The declared range of dotted ``key`` (None: none declared, or a free-form key)."""
+    key_type(key)  # an unknown key is an error here too
+    owner, _, leaf = key.rpartition(".")
+    cls: Any = RunConfig
+    for part in filter(None, owner.split(".")):
+        cls = _hints(cls).get(part) if dataclasses.is_dataclass(cls) else None
+    return strict.field_range(cls, leaf) if dataclasses.is_dataclass(cls) else None
+
+
 def is_numeric(key: str) -> bool:
     """Whether ``key`` holds an int or float (possibly Optional)."""
     return is_numeric_type(key_type(key))
@@ -81,8 +93,10 @@ def is_int_type(tp: Any) -> bool:
 
 
 def coerce_value(key: str, value: Any, *, path: str) -> Any:
-    """Check/convert one value for ``key`` (ints -> floats, lists -> tuples)."""
-    return strict.coerce(key_type(key), value, file=None, path=path)
+    """Check/convert one value for ``key`` (ints -> floats, lists -> tuples), and check it
+    against the key's declared range."""
+    value = strict.coerce(key_type(key), value, file=None, path=path)
+    return strict.check_range(key_range(key), value, file=None, path=path)
 
 
 def get_value(cfg: RunConfig, key: str) -> Any:
@@ -103,7 +117,8 @@ def with_values(
     cfg: RunConfig, values: Mapping[str, Any], cache: dict | None = None
 ) -> RunConfig:
     """A copy of ``cfg`` with dotted keys replaced (values already coerced). ``cache``
-    (any dict kept across calls) reuses equal section objects: plans repeat them."""
+    (any dict kept across calls) reuses equal section objects: plans repeat them. A value
+    outside its key's declared range is a UserError naming the key."""
     if not values:
         return cfg
     top: dict[str, Any] = {}
@@ -111,7 +126,7 @@ def with_values(
     for key, value in values.items():
         head, _, rest = key.partition(".")
         if not rest:
-            top[head] = value
+            top[head] = _in_range(key, value)
         else:
             sections.setdefault(head, {})[rest] = value
     try:
@@ -123,7 +138,7 @@ def with_values(
                     strict.set_dotted(merged, sub, value)
                 top[head] = merged
             elif cache is None:
-                top[head] = dataclasses.replace(current, **fields)
+                top[head] = _section(head, current, fields)
             else:
                 key = (head, id(current), tuple((k, type(v), v) for k, v in fields.items()))
                 try:
@@ -131,13 +146,29 @@ def with_values(
                 except TypeError:  # an unhashable value: no caching
                     key = hit = None
                 if hit is None:
-                    hit = (current, dataclasses.replace(current, **fields))  # pins current
+                    hit = (current, _section(head, current, fields))  # pins current
                     if key is not None:
                         cache[key] = hit
                 top[head] = hit[1]
         return _replace(cfg, top)
     except (ValueError, TypeError) as err:  # a section's __post_init__ validation
         raise UserError(str(err), key=", ".join(values)) from None
+
+
+def _section(head: str, current: Any, fields: dict[str, Any]) -> Any:
+    """Section ``head`` with ``fields`` replaced, each checked against its declared range."""
+    for name, value in fields.items():
+        _in_range(f"{head}.{name}", value)
+    return dataclasses.replace(current, **fields)
+
+
+def _in_range(key: str, value: Any) -> Any:
+    """``value`` unchanged when in range; else a UserError whose message names ``key``
+    (the planner reports it under the run's name and the spec key that set it)."""
+    try:
+        return strict.check_range(key_range(key), value, file=None, path=key)
+    except UserError as err:
+        raise UserError(str(err)) from None
 
 
 def _replace(obj: Any, changes: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scalelab import strict
-from scalelab.config import RunConfig
+from scalelab.config import MEMBER_LIMIT, SEED_LIMIT, RunConfig
 from scalelab.errors import UserError, did_you_mean
 from scalelab.sweep.spec import keys
 from scalelab.sweep.spec import launcher as launcher_keys
@@ -123,10 +123,9 @@ def _validate(loc: Located, text: str) -> Spec:
     zips = _zips(loc, data.get("zip"), set(grid))
     varied = set(grid).union(*zips) if zips else set(grid)
     derive, rules, launcher_rules = _derive(loc, data.get("derive"), varied)
-    members = data.get("members", 1)
-    if isinstance(members, bool) or not isinstance(members, int) or members < 1:
-        raise loc.error(f"expected an integer >= 1, got {members!r}", "members")
+    members = _members(loc, data.get("members", 1))
     seeds = _seeds(loc, data.get("seeds"))
+    _check_teachers(loc, base, grid, zips)
     touched = varied | set(derive)
     for key in touched:
         if key in _RESERVED:
@@ -250,14 +249,41 @@ def _derive(loc: Located, raw: Any,
     return {k: str(v) for k, v in raw.items()}, config, launcher
 
 
+def _members(loc: Located, raw: Any) -> int:
+    """``members``: an integer in [1, MEMBER_LIMIT], checked before any run is expanded."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MEMBER_LIMIT:
+        raise loc.error(f"expected an integer in [1, {MEMBER_LIMIT}] (each member is a full "
+                        f"training run, planned in memory), got {strict.shown(raw)}", "members")
+    return raw
+
+
+def _check_teachers(loc: Located, base: RunConfig, grid: dict, zips: list[dict]) -> None:
+    """Refuse an explicit ``distill.teachers`` path that must exist and does not (in base
+    or a grid/zip value); names of runs under the sweep's runs/ are the launch's to check."""
+    key = "distill.teachers"
+    found = [("base." + key, base.distill.teachers)]
+    found += [(f"grid.{key}[{i}]", v) for i, v in enumerate(grid.get(key, ()))]
+    found += [(f"zip[{g}].{key}[{i}]", v) for g, group in enumerate(zips)
+              for i, v in enumerate(group.get(key, ()))]
+    if not any(teachers for _, teachers in found):
+        return
+    from scalelab.distill.resolve import missing_teacher
+
+    for path, teachers in found:
+        missing = missing_teacher(teachers)
+        if missing is not None:
+            raise loc.error(f"teacher run {missing} does not exist (no config.yaml there)", path)
+
+
 def _seeds(loc: Located, raw: Any) -> tuple[int, ...] | None:
     if raw is None:
         return None
     if not isinstance(raw, list) or not raw:
         raise loc.error("expected a non-empty list of integer seeds", "seeds")
     for i, s in enumerate(raw):
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise loc.error(f"expected an integer >= 0, got {s!r}", f"seeds[{i}]")
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT:
+            raise loc.error(f"expected an integer in [0, {strict.shown(SEED_LIMIT)}), got "
+                                 f"{strict.shown(s)}", f"seeds[{i}]")
         if s in raw[:i]:
             raise loc.error(f"seed {s} appears twice", f"seeds[{i}]")
     return tuple(raw)
