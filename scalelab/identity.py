@@ -1,7 +1,28 @@
-"""Run identity: a short hash of the canonical JSON of a run's identity fields.
+"""Run identity: a hash of the canonical JSON of a run's identity fields.
 
 Operational fields (``config.OPERATIONAL_KEYS``: logging cadence, device, paths, name)
 never enter it, so changing them never re-runs anything.
+
+Two ids, one hash (sha256 of ``identity_json``):
+
+* ``full_id``: the whole 64-hex digest, stored as ``run_id_full`` in a run's
+  ``config.yaml``. Every identity check compares it: the plan's duplicate detection, the
+  run-directory check of ``scalelab train``, shared runs across blocks.
+* ``run_id``: its first ``ID_HEX`` = 32 hex digits (128 bits), THE run id used
+  everywhere else: plan.parquet's ``run_id``, the run directory ``<name>-<run id>``, the
+  ``run_id`` column of the records, log lines. By the birthday bound, n runs collide
+  with probability about n^2 / 2^129: 1.5e-25 for a 1e7-run plan. (An 8-hex id, 32
+  bits, collides by chance from about 65,000 runs: 2^16.) A prefix shared by two
+  different full ids is still refused as a collision, naming both runs, never taken
+  for one run.
+
+Run directories written before the run id had 32 hex digits are named
+``<name>-<8 hex>``. They are not adopted: the new plan names ``<name>-<32 hex>``, so a
+relaunch trains those runs again in new directories, and the old ones stay on disk
+untouched (their ``config.yaml`` still holds ``run_id_full`` for ``scalelab explain``).
+An 8-hex directory name cannot be trusted to name one config, which is the failure a
+longer id removes; a sweep directory that should not retrain is finished and collected
+with the scalelab that planned it, or the new plan goes into a fresh sweep directory.
 """
 
 from __future__ import annotations
@@ -16,7 +37,7 @@ from typing import Any
 from scalelab import strict
 from scalelab.config import OPERATIONAL_KEYS, RunConfig
 
-HASH_LEN = 8
+ID_HEX = 32  # hex digits of the run id: 128 bits
 
 # Sections left out of the identity while every field is at its default, so that adding
 # them did not change the ids of runs that do not use them (no relaunch of old sweeps).
@@ -125,19 +146,27 @@ def _canonical(obj: Any, path: str) -> str:
     return json.dumps(_check(obj, path), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def run_id(cfg: RunConfig) -> str:
-    """The full sha256 hex digest of the identity; directories use the first 8 chars."""
+def full_id(cfg: RunConfig) -> str:
+    """The full sha256 hex digest of the identity (``run_id_full``): what identity
+    checks compare."""
     return hashlib.sha256(identity_json(cfg).encode()).hexdigest()
 
 
-def short_id(cfg: RunConfig) -> str:
-    return run_id(cfg)[:HASH_LEN]
+def run_id(cfg: RunConfig) -> str:
+    """The run id: the first ``ID_HEX`` hex digits of ``full_id``."""
+    return id_of(full_id(cfg))
 
 
-def run_dir_name(cfg: RunConfig) -> str:
-    """``<readable-name>-<hash8>``; the name is sanitised for file systems."""
+def id_of(full: str) -> str:
+    """The run id of a full id."""
+    return full[:ID_HEX]
+
+
+def run_dir_name(cfg: RunConfig, rid: str | None = None) -> str:
+    """``<readable-name>-<run id>``; the name is sanitised for file systems. ``rid``: the
+    run id when the caller already has it (else it is computed)."""
     name = re.sub(r"[^A-Za-z0-9_.=+-]+", "_", cfg.name).strip("_")[:80] or "run"
-    return f"{name}-{short_id(cfg)}"
+    return f"{name}-{rid or run_id(cfg)}"
 
 
 def _check(obj: Any, path: str) -> Any:
@@ -161,3 +190,32 @@ def _check(obj: Any, path: str) -> Any:
     raise ValueError(
         f"run identity: cannot serialise {type(obj).__name__} at {path or '<root>'} deterministically"
     )
+
+
+class IdCollision(ValueError):
+    """Two runs share a run id although their full ids differ."""
+
+
+class RunIds:
+    """The runs of one plan by run id, each with its full id and the name it came with:
+    one ledger for the plan's duplicate and collision checks."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, str]] = {}
+
+    def owner(self, full: str, name: str) -> str | None:
+        """Record run ``name`` of full id ``full``. Returns the name of an earlier run with
+        the same full id (the same run), else None; raises ``IdCollision`` (naming both
+        runs) when an earlier run has the same run id but another full id."""
+        rid = id_of(full)
+        seen = self._seen.get(rid)
+        if seen is None:
+            self._seen[rid] = (full, name)
+            return None
+        if seen[0] == full:
+            return seen[1]
+        raise IdCollision(
+            f"runs '{seen[1]}' and '{name}' share run id {rid} but not their identity "
+            f"(sha256 {seen[0]} vs {full}): a run-id collision; change any identity field "
+            "of one of them (e.g. its seed)"
+        )

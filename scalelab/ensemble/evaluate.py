@@ -37,7 +37,7 @@ import torch
 from scalelab.config import RunConfig
 from scalelab.ensemble.combine import Method, PrefixEnsemble
 from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_config
-from scalelab.identity import canonical_json, identity_dict, short_id
+from scalelab.identity import canonical_json, identity_dict, run_id
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import RUNS_FOLDER
 from scalelab.store.status import State, read_status
@@ -162,7 +162,7 @@ def evaluate_group(
         "tokens": tokens,
         "split": "val",
         "name": group.name,
-        "member_run_ids": ",".join(short_id(r.cfg) for r in runs),
+        "member_run_ids": ",".join(run_id(r.cfg) for r in runs),
         "N": n_params,
     }
     rows = []

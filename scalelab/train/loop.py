@@ -42,8 +42,8 @@ from scalelab.config import RunConfig
 from scalelab.data import TrainStream, open_dataset, val_batches
 from scalelab.derive import derive
 from scalelab.errors import UserError
-from scalelab.identity import run_id as full_run_id
-from scalelab.identity import short_id
+from scalelab.identity import full_id as full_run_id
+from scalelab.identity import id_of
 from scalelab.model import build_model
 from scalelab.model.checkpointing import apply_activation_checkpointing
 from scalelab.model.micro_batch import device_memory_gib, micro_batch
@@ -78,7 +78,7 @@ def train(cfg: RunConfig, run_dir: str | Path, *, log: LogSettings | None = None
     ``log``: how it prints (default: ``LogSettings.from_env()``, what sweep jobs get)."""
     run_dir = Path(run_dir)
     log = log or LogSettings.from_env()
-    _check_run_dir(run_dir, short_id(cfg))
+    _check_run_dir(run_dir, full_run_id(cfg))
     status = read_status(run_dir)
     if status and State(status["state"]).terminal:
         return State(status["state"])
@@ -108,16 +108,21 @@ def train(cfg: RunConfig, run_dir: str | Path, *, log: LogSettings | None = None
             dst.teardown()
 
 
-def _check_run_dir(run_dir: Path, run_id: str) -> None:
-    """Refuse a run directory that belongs to another configuration."""
+def _check_run_dir(run_dir: Path, full: str) -> None:
+    """Refuse a run directory that belongs to another configuration: its ``config.yaml``
+    must hold the full id ``full`` (``run_id_full``; a prefix proves nothing)."""
     path = run_dir / "config.yaml"
-    if path.is_file():
-        found = (strict.load_yaml(path) or {}).get("run_id")
-        if found and found != run_id:
-            raise UserError(
-                f"run directory holds run {found}, not {run_id} (a different config)",
-                file=str(run_dir),
-            )
+    if not path.is_file():
+        return
+    stored = strict.load_yaml(path)
+    stored = stored if isinstance(stored, dict) else {}
+    if stored.get("run_id_full") != full:
+        held = stored.get("run_id_full") or stored.get("run_id")
+        raise UserError(
+            f"run directory holds {f'run {held}' if held else 'no run id'}, not {full} "
+            "(a different config); train this config in its own run directory",
+            file=str(run_dir),
+        )
 
 
 class _Run:
@@ -125,7 +130,7 @@ class _Run:
                  log: LogSettings):
         tc = cfg.train
         self.cfg, self.tc, self.run_dir, self.env, self.device = cfg, tc, run_dir, env, device
-        self.run_id = short_id(cfg)
+        self.run_id = id_of(full_run_id(cfg))
         self.console = Console(log, self.run_id, enabled=env.is_main)
         self.tracker: Tracker | None = None
         self.seeds = run_seeds(cfg)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from scalelab import strict
 from scalelab.config import RunConfig, load_run_config
 from scalelab.errors import UserError
-from scalelab.identity import short_id
+from scalelab.identity import run_id
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = yaml.safe_load((REPO / "sweeps" / "examples" / "train_cpu.yaml").read_text())
@@ -136,7 +136,7 @@ def _check_config(build) -> None:
     cfg = _result_or_one_line_user_error(build)
     if cfg is not None:
         assert isinstance(cfg, RunConfig)
-        assert len(short_id(cfg)) == 8  # the run id, as `scalelab train` computes it next
+        assert len(run_id(cfg)) == 32  # the run id, as `scalelab train` computes it next
 
 
 def test_the_unmutated_config_is_valid():

@@ -16,7 +16,7 @@ from _waits import CEILING_S
 
 from scalelab.config import RunConfig, load_run_config
 from scalelab.errors import EXIT_DIVERGED, UserError
-from scalelab.identity import identity_dict, short_id
+from scalelab.identity import identity_dict, run_id
 from scalelab.store.status import State, read_status
 from scalelab.train import train
 from scalelab.train.divergence import DivergenceMonitor, DivergenceRule
@@ -83,10 +83,10 @@ def test_config_fields_validate_and_keep_old_run_ids():
     # at their defaults the new fields stay out of the identity: ids of old runs are kept
     assert "divergence_factor" not in identity_dict(cfg)["train"]
     assert "divergence_patience" not in identity_dict(cfg)["train"]
-    assert short_id(load_run_config(None, ["train.divergence_factor=10"])) == short_id(cfg)
-    others = {short_id(load_run_config(None, [o])) for o in (
+    assert run_id(load_run_config(None, ["train.divergence_factor=10"])) == run_id(cfg)
+    others = {run_id(load_run_config(None, [o])) for o in (
         "train.divergence_factor=null", "train.divergence_factor=20", "train.divergence_patience=3")}
-    assert len(others) == 3 and short_id(cfg) not in others
+    assert len(others) == 3 and run_id(cfg) not in others
     for bad in ("train.divergence_factor=1.0", "train.divergence_factor=-5",
                 "train.divergence_patience=0"):
         with pytest.raises(UserError, match="divergence_"):

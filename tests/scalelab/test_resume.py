@@ -27,7 +27,7 @@ from _train_util import (
 from _waits import CEILING_S, wait_until
 
 from scalelab.errors import EXIT_PREEMPTED
-from scalelab.identity import short_id
+from scalelab.identity import run_id
 from scalelab.store.status import State, read_status
 from scalelab.train import checkpoint as ckpt
 from scalelab.train import train
@@ -131,7 +131,7 @@ def test_kill_9_inside_a_checkpoint_write_and_a_corrupt_newest_checkpoint(setup,
     assert again.returncode == 0, out
     assert "Traceback" not in out
     said = [line for line in out.splitlines() if "corrupt" in line]
-    assert said == [(f"[{short_id(cfg)}] checkpoint step-000000008 is corrupt (state.pt: 1000 bytes, "
+    assert said == [(f"[{run_id(cfg)}] checkpoint step-000000008 is corrupt (state.pt: 1000 bytes, "
                      f"manifest says {size}); resuming from step-000000004")], out
     assert "resumed from checkpoint at step 4/" in out
     assert read_status(run_dir)["attempts"] == 2
@@ -155,7 +155,7 @@ def test_code_running_pickle_in_a_checkpoint_is_refused_in_one_line(data, tmp_pa
     assert "Traceback" not in out
     said = [line for line in out.splitlines() if "step-000000004" in line]
     assert len(said) == 1, out
-    assert said[0].startswith(f"[{short_id(cfg)}] checkpoint step-000000004 is corrupt (state.pt: "
+    assert said[0].startswith(f"[{run_id(cfg)}] checkpoint step-000000004 is corrupt (state.pt: "
                               "pickle refused by weights_only=True: ")
     assert said[0].endswith("no intact checkpoint: starting from scratch")
     assert "posix.system" in said[0] or "os.system" in said[0]

@@ -1,7 +1,8 @@
 """Expansion of a spec with ``blocks`` (``scalelab.sweep.spec.blocks``): each block is
 expanded as a grid of its own, run names get the block's prefix, distillation teachers are
-resolved across blocks, and a run that two blocks share runs once (the first block owns it).
-The plans are concatenated, with a ``block`` column."""
+resolved across blocks, and a run that two blocks share (the same full id) runs once (the
+first block owns it); two runs that share a run id but not their full id are refused as a
+collision. The plans are concatenated, with a ``block`` column."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import polars as pl
 
 from scalelab.distill.resolve import resolve_teachers
 from scalelab.errors import UserError
-from scalelab.identity import run_dir_name, short_id
+from scalelab.identity import IdCollision, RunIds, full_id, id_of, run_dir_name
 from scalelab.store.layout import BLOCK_COLUMN, RUNS_FOLDER
 from scalelab.sweep.plan.grid import expand_grid
 from scalelab.sweep.plan.table import Plan
@@ -32,27 +33,26 @@ def expand_blocks(spec: Any, datasets: Any = None):
     launchers: list = []
     tables: list[pl.DataFrame] = []
     axes: list[str] = []
-    owner: dict[str, str] = {}
+    ledger = RunIds()
     parts = list(spec.blocks)
     if spec.grid or spec.zip:  # the top level's own axes: the first block
         parts.insert(0, (TOP_BLOCK, dataclasses.replace(spec, blocks=())))
     for name, block in parts:
         plan = expand_grid(block, datasets)
         block_cfgs = [dataclasses.replace(c, name=_block_name(name, c.name, block.name)) for c in plan.configs]
-        resolved = []
+        resolved, pool = [], configs + block_cfgs  # the candidate teachers
         for c in block_cfgs:
             try:
-                resolved.append(resolve_teachers(c, configs + block_cfgs))
+                resolved.append(resolve_teachers(c, pool))
             except UserError as err:
                 raise spec.error(f"block '{name}', run '{c.name}': {err.detail}", f"blocks.{name}.base.distill.teacher") from None
-        ids = [short_id(c) for c in resolved]
-        keep = [i for i, rid in enumerate(ids) if rid not in owner]  # shared runs run once
-        for i in keep:
-            owner[ids[i]] = name
+        fulls = [full_id(c) for c in resolved]
+        ids = [id_of(f) for f in fulls]
+        keep = _first_owned(spec, ledger, fulls, [c.name for c in resolved], name)  # shared runs run once
         table = plan.table.with_columns(
             pl.Series("run_id", ids),
             pl.Series("name", [c.name for c in resolved]),
-            pl.Series("run_dir", [f"{RUNS_FOLDER}/{run_dir_name(c)}" for c in resolved]),
+            pl.Series("run_dir", [f"{RUNS_FOLDER}/{run_dir_name(c, rid)}" for c, rid in zip(resolved, ids)]),
             pl.lit(name).alias(BLOCK_COLUMN),
         )[keep]
         configs += [resolved[i] for i in keep]
@@ -65,3 +65,17 @@ def expand_blocks(spec: Any, datasets: Any = None):
     table = table.select(front + [c for c in table.columns if c not in front])
     return Plan(spec=spec, configs=configs, table=table, derived=derived,
                 axes=tuple([BLOCK_COLUMN] + axes), launchers=launchers)
+
+
+def _first_owned(spec: Any, ledger: RunIds, fulls: list[str], names: list[str],
+                 block: str) -> list[int]:
+    """Indices of the runs of ``block`` (full ids ``fulls``) that no earlier run holds; a
+    run-id collision is refused, naming both runs."""
+    keep = []
+    for i, (full, run) in enumerate(zip(fulls, names)):
+        try:
+            if ledger.owner(full, f"block '{block}', run '{run}'") is None:
+                keep.append(i)
+        except IdCollision as err:
+            raise spec.error(str(err), f"blocks.{block}") from None
+    return keep

@@ -18,7 +18,8 @@ each zip group as one axis, then seeds, then members (fastest). For each run:
 
 ``gpu_hours`` = flops / launcher.flops_per_gpu_s / 3600, or D_total /
 launcher.throughput_tokens_per_gpu_s / 3600; null when neither is set. Two runs with
-one run id are an error. Facts about local datasets (vocab size, training-split size)
+one identity are an error, and so are two that share a run id but not their full id
+(``scalelab.identity.RunIds``). Facts about local datasets (vocab size, training-split size)
 come in through ``datasets`` (``scalelab.sweep.plan.datasets``).
 """
 
@@ -33,7 +34,7 @@ import polars as pl
 from scalelab.config import RunConfig
 from scalelab.derive import Derived, derive
 from scalelab.errors import UserError
-from scalelab.identity import run_dir_name
+from scalelab.identity import IdCollision, RunIds, full_id, id_of, run_dir_name
 from scalelab.store.layout import RUNS_FOLDER
 from scalelab.sweep.plan.datasets import DatasetFacts
 from scalelab.sweep.plan.gpu_memory import MemoryColumns
@@ -102,7 +103,7 @@ class _Builder:
         }
         self.configs: list[RunConfig] = []
         self.derived: list[Derived] = []
-        self.seen: dict[str, str] = {}
+        self.ids = RunIds()
         self.derive_cache: dict[Any, Derived] = {}
         self.n_cache: dict[Any, tuple[int, int]] = {}
         self.sections: dict = {}
@@ -128,15 +129,9 @@ class _Builder:
                 self._apply(rule, cfg, facts, derived_values)
             cfg = self._with(cfg, derived_values, spec.rules[0].target)
         d = _derive(cfg, facts, self.derive_cache, spec, name)
-        run_dir = run_dir_name(cfg)  # "<name>-<short id>"
-        rid = run_dir.rsplit("-", 1)[1]
-        if rid in self.seen:
-            raise spec.error(
-                f"runs '{self.seen[rid]}' and '{name}' have the same run id {rid}: they differ "
-                "only in operational fields or in values that collapse after derive/rounding",
-                None,
-            )
-        self.seen[rid] = name
+        full = full_id(cfg)
+        rid = id_of(full)
+        self._check_unique(full, name)
         launcher = self.launcher_of(cfg, facts, d)
         try:
             memory = self.memory(cfg, d.vocab_size, launcher)
@@ -148,7 +143,7 @@ class _Builder:
         col = self.columns
         col["run_id"].append(rid)
         col["name"].append(name)
-        col["run_dir"].append(f"{RUNS_FOLDER}/{run_dir}")
+        col["run_dir"].append(f"{RUNS_FOLDER}/{run_dir_name(cfg, rid)}")
         for k in self.axis_keys:
             col[k].append(values[k])
         for k in self.derived_keys:
@@ -157,6 +152,18 @@ class _Builder:
             col["seed"].append(seed)
         for k, v in zip(TABLE_COLUMNS, (*_row(d, cfg.member, launcher), *memory)):
             col[k].append(v)
+
+    def _check_unique(self, full: str, name: str) -> None:
+        """Refuse a second run of one identity, and a run-id collision (its true reason)."""
+        try:
+            owner = self.ids.owner(full, name)
+        except IdCollision as err:
+            raise self.spec.error(str(err), None) from None
+        if owner is not None:
+            raise self.spec.error(
+                f"runs '{owner}' and '{name}' have the same identity (run id {id_of(full)}): "
+                "they differ only in operational fields or in values that collapse after "
+                "derive/rounding", None)
 
     def _apply(self, rule, cfg: RunConfig, facts, overlay: dict[str, Any]) -> RunConfig | None:
         """Evaluate ``rule`` on ``cfg`` (values in ``overlay`` take precedence). With an

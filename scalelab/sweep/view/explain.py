@@ -16,7 +16,7 @@ from typing import Any
 from scalelab import strict
 from scalelab.config import OPERATIONAL_KEYS, RunConfig, load_run_config
 from scalelab.errors import UserError
-from scalelab.identity import short_id
+from scalelab.identity import full_id, id_of
 
 __all__ = ["Explanation", "diff_configs", "explain", "load_config"]
 
@@ -29,16 +29,25 @@ class Explanation:
 
     a: str
     b: str
-    id_a: str
-    id_b: str
+    full_a: str
+    full_b: str
+    """The full ids (sha256): what decides whether A and B are one run."""
     identity: list[tuple[str, Any, Any]]
     """(dotted key, value in A, value in B) for fields that enter the run id."""
     operational: list[tuple[str, Any, Any]]
     """The same for operational fields (never in the run id)."""
 
     @property
+    def id_a(self) -> str:
+        return id_of(self.full_a)
+
+    @property
+    def id_b(self) -> str:
+        return id_of(self.full_b)
+
+    @property
     def same_id(self) -> bool:
-        return self.id_a == self.id_b
+        return self.full_a == self.full_b
 
     def lines(self) -> list[str]:
         """Human-readable report, one fact per line."""
@@ -94,7 +103,7 @@ def explain(a: str | Path, b: str | Path) -> Explanation:
     """Compare the runs at ``a`` and ``b`` (run directories or config files)."""
     cfg_a, cfg_b = load_config(a), load_config(b)
     identity, operational = diff_configs(cfg_a, cfg_b)
-    return Explanation(str(a), str(b), short_id(cfg_a), short_id(cfg_b), identity, operational)
+    return Explanation(str(a), str(b), full_id(cfg_a), full_id(cfg_b), identity, operational)
 
 
 class _Missing:

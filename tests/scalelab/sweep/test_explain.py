@@ -6,7 +6,7 @@ import yaml
 from scalelab import strict
 from scalelab.cli import main
 from scalelab.config import RunConfig, load_run_config
-from scalelab.identity import short_id
+from scalelab.identity import run_id
 from scalelab.sweep.view.explain import diff_configs, explain
 
 
@@ -36,7 +36,7 @@ def test_identity_fields_named(tmp_path, capsys):
     code, out, err = run(["explain", str(a), str(run_dir)], capsys)
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].endswith(f"(run id {short_id(load_run_config(a))})")
+    assert lines[0].endswith(f"(run id {run_id(load_run_config(a))})")
     assert "2 identity field(s) differ (these change the run id):" in lines
     assert "  data.epochs: 1.0 -> 2.0" in lines and "  optim.lr: 0.001 -> 0.003" in lines
     assert "  train.eval_every: 10 -> 20" in lines  # listed apart, as operational

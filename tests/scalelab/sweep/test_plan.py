@@ -10,7 +10,7 @@ from rich.console import Console
 
 from scalelab.config import OptimConfig, RunConfig
 from scalelab.errors import UserError
-from scalelab.identity import canonical_json, identity_dict, run_dir_name, run_id, short_id
+from scalelab.identity import canonical_json, full_id, identity_dict, run_dir_name, run_id
 from scalelab.sweep.plan.datasets import DatasetFacts
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.view.render import plan_summary, render_plan
@@ -101,7 +101,7 @@ def test_tiny_plan_axes_names_ids_and_derived_lr():
                          "optim.weight_decay", "optim.lr")
     assert t.columns[:3] == ["run_id", "name", "run_dir"]
     for cfg, row in zip(plan.configs, t.iter_rows(named=True)):
-        assert row["run_id"] == short_id(cfg)
+        assert row["run_id"] == run_id(cfg) == full_id(cfg)[:32]
         assert row["run_dir"] == f"runs/{run_dir_name(cfg)}"
         assert cfg.name == row["name"]
         d_model = {"cpu-50k": 32, "cpu-250k": 64}[cfg.model.preset]
@@ -150,7 +150,7 @@ def test_derive_tokens_per_parameter_rounds_to_int():
 
 
 def test_duplicate_run_ids_are_an_error():
-    with pytest.raises(UserError, match="same run id"):
+    with pytest.raises(UserError, match="same identity .*differ only in operational fields"):
         expand(small("grid:\n  train.eval_every: [10, 20]\n"))
 
 
@@ -199,7 +199,7 @@ def test_render_with_decisions():
 
 
 def test_fast_identity_equals_the_definition():
-    """identity.run_id caches per-section JSON; it must equal sha256(canonical_json(...))."""
+    """identity.full_id caches per-section JSON; it must equal sha256(canonical_json(...))."""
     plan = expand(load_spec(SWEEPS / "200M_tokens_scion.yaml"))
     configs = plan.configs[::37] + [
         RunConfig(), RunConfig(optim=OptimConfig(lr=1)), RunConfig(optim=OptimConfig(lr=1.0)),
@@ -207,8 +207,8 @@ def test_fast_identity_equals_the_definition():
     ]
     for cfg in configs + configs[::-1]:
         slow = hashlib.sha256(canonical_json(identity_dict(cfg)).encode()).hexdigest()
-        assert run_id(cfg) == slow
-    ids = {run_id(c) for c in configs[-4:-1]}
+        assert full_id(cfg) == slow
+    ids = {full_id(c) for c in configs[-4:-1]}
     assert len(ids) == 3  # 1, 1.0 and True are different identities
 
 

@@ -24,7 +24,7 @@ pytest.importorskip("wandb", reason="wandb is an optional extra (scalelab[wandb]
 from _train_util import make_token_dir, signal_at_step, tiny_cfg
 from _wandb_offline import offline_runs
 
-from scalelab.identity import run_dir_name, short_id
+from scalelab.identity import run_dir_name, run_id
 from scalelab.store.status import State
 from scalelab.train import train
 from scalelab.train.tracker import NORMS_COLUMNS, WANDB_ID_FILE, wandb_run_id
@@ -82,8 +82,8 @@ def _sweep(spec: Path, root: Path) -> None:
 def _run_dir(sweep_dir: Path, data: Path, *extra: str) -> tuple[Path, str]:
     """The run directory and run id of the tiny config with ``extra`` overrides in a sweep."""
     cfg = tiny_cfg(data, STEPS, *EXTRA, *extra)
-    (found,) = (sweep_dir / "runs").glob(f"*-{short_id(cfg)}")
-    return found, short_id(cfg)
+    (found,) = (sweep_dir / "runs").glob(f"*-{run_id(cfg)}")
+    return found, run_id(cfg)
 
 
 def test_two_sweeps_with_blocks(data, tmp_path):

@@ -23,7 +23,7 @@ STEPS = 12
 EXTRA = ("train.eval_every=5", "train.norms_every=0", "train.log_every=4")
 PROGRESS_KEYS = {"event", "run_id", "step", "total_steps", "loss", "tokens_per_s", "mfu",
                  "eta_s", "elapsed_s"}
-TEXT_PROGRESS = re.compile(r"^\[(\w{8})\] step (\d+)/12 loss (\d+\.\d{4}) \| \S+ tok/s "
+TEXT_PROGRESS = re.compile(r"^\[(\w{32})\] step (\d+)/12 loss (\d+\.\d{4}) \| \S+ tok/s "
                            r"\| elapsed \S+ \| eta \S+$")
 
 
