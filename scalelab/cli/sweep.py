@@ -11,7 +11,9 @@
   reads it back.
 - ``status SWEEP``: the grid of run states (SWEEP: a sweep directory or its spec file).
 - ``retry SWEEP [--failed] [--preempted]``: relaunch only failed/cancelled and/or
-  preempted/timed-out runs (neither flag: both).
+  preempted/timed-out runs (neither flag: both), each with the config and launcher the
+  spec gives it (SWEEP's spec file, else the sweep's spec.yaml): a run directory's files
+  are never read back as launch instructions (``launch.plan_from_disk``).
 - ``collect SWEEP``: write ``<sweep>/runs.parquet`` and print its size.
 """
 
@@ -284,20 +286,21 @@ def retry_cmd(
     wait: bool = typer.Option(False, "--wait", help="On Slurm, block until the jobs end."),
     target: str | None = typer.Option(None, "--train-target", hidden=True, help=_TARGET_HELP),
 ) -> int:
-    """Relaunch failed and/or preempted runs of a sweep (neither flag: both)."""
+    """Relaunch failed and/or preempted runs of a sweep (neither flag: both). Configs and
+    launchers come from the spec (SWEEP's spec file, else the sweep's spec.yaml), never
+    from what a run directory holds (``scalelab.sweep.run.launch.plan_from_disk``)."""
     from scalelab.sweep.run.backends import check_executor
-    from scalelab.sweep.run.launch import execute, plan_from_disk, sweep_dir_of
-    from scalelab.sweep.spec.load import load_spec
+    from scalelab.sweep.run.launch import execute, plan_from_disk, sweep_and_spec, sweep_spec
     from scalelab.sweep.spec.sections import LauncherConfig
 
     check_executor(executor)
     if not failed and not preempted:
         failed = preempted = True
-    sweep_dir = sweep_dir_of(sweep, root)
-    spec_copy = sweep_dir / "spec.yaml"
-    launcher = load_spec(spec_copy).launcher if spec_copy.exists() else LauncherConfig()
+    sweep_dir, spec = sweep_and_spec(sweep, root)
+    spec = spec if spec is not None else sweep_spec(sweep_dir)
+    launcher = spec.launcher if spec is not None else LauncherConfig()
     kwargs = {"target": target} if target else {}
-    report = execute(plan_from_disk(sweep_dir), sweep_dir, launcher, wait=wait, executor=executor,
+    report = execute(plan_from_disk(sweep_dir, spec), sweep_dir, launcher, wait=wait, executor=executor,
                      retry_failed=failed, retry_preempted=preempted, **kwargs)
     return _report(_console(), report, waited=wait or not report.handles or bool(report.results))
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import submitit
 
 from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK
-from scalelab.store.status import State, read_status, update_status
+from scalelab.store.status import State, disk_state, set_aside_corrupt, update_status
 
 __all__ = ["CONFIG_INPUT", "DEFAULT_TARGET", "JobSpec", "SlurmRun", "main", "run_in_process"]
 
@@ -68,7 +68,7 @@ def run_in_process(spec: JobSpec) -> State:
     from scalelab.config import load_run_config
 
     run_dir = Path(spec.run_dir)
-    status = read_status(run_dir)
+    status = set_aside_corrupt(run_dir)  # the job owns the run: a corrupt status goes aside
     if status and State(status["state"]).terminal:
         return State(status["state"])
     try:
@@ -82,24 +82,21 @@ def run_in_process(spec: JobSpec) -> State:
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             raise
-        status = read_status(run_dir) or {}
-        if status.get("state") not in (State.FAILED.value, State.DIVERGED.value):
+        if disk_state(run_dir) not in (State.FAILED, State.DIVERGED):
             update_status(run_dir, State.FAILED, error=_summary(err))
         traceback.print_exc()
         return State.FAILED
 
 
 def _state_on_disk(run_dir: Path) -> State:
-    status = read_status(run_dir)
-    return State(status["state"]) if status else State.FAILED
+    return disk_state(run_dir) or State.FAILED
 
 
 def settle(run_dir: str | Path, returncode: int | None, *, stopping: bool = False) -> State:
     """The run's state once its trainer process has exited. A trainer that died without
     writing a final state (killed by the OOM killer, a segfault) is FAILED, so that it
     is not relaunched forever; PREEMPTED instead when we were stopping it ourselves."""
-    status = read_status(run_dir)
-    state = State(status["state"]) if status else None
+    state = disk_state(run_dir)  # None also when corrupt: update_status sets it aside
     if state in (None, State.RUNNING, State.PENDING):
         if stopping:
             return State(update_status(run_dir, State.PREEMPTED)["state"])

@@ -8,10 +8,20 @@ the claimed runs to a backend. Two launches of one sweep at the same time theref
 execute each run exactly once, and a relaunch after everything finished submits nothing.
 With ``executor: auto``, every launch says on stderr which backend it chose and why
 (``backends.ExecutorChoice.line``), and so when a CPU-only sweep goes to Slurm.
-Each run goes out with its own launcher (``Plan.launchers``, recorded as
-``<run>/launcher.yaml`` for ``retry``); runs whose launchers submit differently are
-handed to the backend as separate groups, i.e. separate job arrays on Slurm
-(``scalelab.sweep.plan.resources.groups``).
+Each run goes out with its own launcher (``Plan.launchers``); runs whose launchers submit
+differently are handed to the backend as separate groups, i.e. separate job arrays on
+Slurm (``scalelab.sweep.plan.resources.groups``).
+
+Run directories hold data, never instructions: they sit on shared filesystems where more
+people can write than can edit the spec. ``plan_from_disk`` (what ``retry`` and a resumed
+adaptive study relaunch) re-derives each run's config and launcher (environment, setup
+lines, resources) from the spec, by default the sweep's ``spec.yaml`` copy expanded
+through the planner, per-run launcher rules and blocks included. Nothing is read back
+from a run directory but its ``config-input.yaml`` for a run the spec no longer plans
+(a run of an earlier spec, a tuning trial), and only after its identity is checked
+against the sweep's ``plan.parquet`` row (a mismatch is one line naming the file, exit
+2); such a run gets the spec's launcher of its block (or the top-level one), without
+per-run launcher rules.
 
 Launch rules (a plain ``scalelab sweep``):
   new -> launch; COMPLETED, DIVERGED -> skip; held by a live claim -> skip;
@@ -33,9 +43,9 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.errors import UserError
-from scalelab.store.layout import PLAN_FILE
+from scalelab.store.layout import BLOCK_COLUMN, PLAN_FILE
 from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
-from scalelab.store.status import State, read_status, update_status
+from scalelab.store.status import CorruptStatus, State, read_status, set_aside_corrupt, update_status
 from scalelab.sweep.run.backends import Backend, Handle, Hooks, backend_for, choose_executor
 from scalelab.sweep.run.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.run.lock import Claim, refresh, release, try_claim
@@ -44,8 +54,8 @@ from scalelab.sweep.plan.resources import groups, launchers_of
 from scalelab.sweep.spec.sections import LauncherConfig
 
 __all__ = [
-    "LAUNCHER_INPUT",
     "PLAN_FILE",
+    "SPEC_COPY",
     "DiskPlan",
     "LaunchReport",
     "cpu_only",
@@ -53,13 +63,15 @@ __all__ = [
     "execute",
     "plan_from_disk",
     "read_plan",
+    "sweep_and_spec",
     "sweep_dir_for",
     "sweep_dir_of",
+    "sweep_spec",
     "write_plan",
 ]
 
-LAUNCHER_INPUT = "launcher.yaml"
-"""A run's resolved launcher as last launched (operational; read back by ``retry``)."""
+SPEC_COPY = "spec.yaml"
+"""The sweep's copy of the spec last launched into it (``scalelab sweep`` writes it)."""
 
 
 def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: str | None = None) -> Path:
@@ -71,15 +83,21 @@ def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: s
 
 def sweep_dir_of(path: str | Path, root: str | Path | None = None) -> Path:
     """A sweep directory, given it or the spec file that made it (``sweep_dir_for``)."""
+    return sweep_and_spec(path, root)[0]
+
+
+def sweep_and_spec(path: str | Path, root: str | Path | None = None) -> tuple[Path, Any]:
+    """(sweep directory, the spec loaded) given a spec file; (``path``, None) given a
+    sweep directory."""
     path = Path(path)
     if path.is_file():
         from scalelab.sweep.spec.load import load_spec
 
         spec = load_spec(path)
-        return sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root)
+        return sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root), spec
     if not path.is_dir():
         raise UserError(f"{path}: no such sweep directory or spec file")
-    return path
+    return path, None
 
 
 def read_plan(sweep_dir: str | Path) -> pl.DataFrame:
@@ -103,6 +121,9 @@ def write_plan(table: pl.DataFrame, sweep_dir: Path) -> None:
 def _rule(view: RunView, retry_failed: bool, retry_preempted: bool) -> tuple[str, str]:
     retry = retry_failed or retry_preempted
     state = view.state
+    if view.corrupt and not view.live:
+        return ("launch", f"retry ({view.corrupt})") if retry_failed else \
+            ("skip", f"{view.corrupt} (retry --failed sets it aside and reruns the run)")
     if state in (State.COMPLETED.value, State.DIVERGED.value):
         return "skip", state.lower()
     if view.live:
@@ -239,14 +260,13 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
         if claim is None:
             actions[i], reasons[i] = "skip", "claimed by a concurrent launch"
             continue
-        now = read_status(run_dir)
+        now = _status_now(run_dir, views[i])
         before = views[i].status
         if now != before:
             release(run_dir, claim)  # someone ran it between our look and our claim
             actions[i], reasons[i] = "skip", f"changed meanwhile ({(now or {}).get('state', '?').lower()})"
             continue
         write_yaml_atomic(run_dir / CONFIG_INPUT, strict.to_dict(configs[i]))
-        write_yaml_atomic(run_dir / LAUNCHER_INPUT, strict.to_dict(launchers[i]))
         claims[row["run_id"]] = (run_dir, claim)
         jobs.append(JobSpec(row["run_id"], row["name"], str(run_dir), target))
         job_launchers.append(launchers[i])
@@ -273,6 +293,17 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
         return report
     report.results = backend.wait(report.handles, _ClaimHooks(claims))
     return report
+
+
+def _status_now(run_dir: Path, view: RunView) -> dict | None:
+    """status.json under our claim. A corrupt one the view judged is set aside (one line
+    on stderr): the relaunch starts from no status; one corrupted since reads as changed."""
+    if view.corrupt:
+        return set_aside_corrupt(run_dir)
+    try:
+        return read_status(run_dir)
+    except CorruptStatus:
+        return {"state": "corrupt"}
 
 
 def _chosen_backend(launcher: Any, sweep_dir: Path, executor: str | None, configs: Sequence[Any], *,
@@ -307,27 +338,71 @@ def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> l
 @dataclass(frozen=True)
 class DiskPlan:
     """The runs of a sweep as launched before: plan.parquet rows that have a
-    ``config-input.yaml`` (what ``retry`` relaunches), with the launcher each was last
-    launched with (None: none recorded)."""
+    ``config-input.yaml`` (what ``retry`` relaunches), each with its config and launcher
+    re-derived from the spec (module docstring; None: the launch's default launcher)."""
 
     table: pl.DataFrame
     configs: list
     launchers: list
 
 
-def plan_from_disk(sweep_dir: str | Path) -> DiskPlan:
-    from scalelab.config import load_run_config
-
+def plan_from_disk(sweep_dir: str | Path, spec: Any = None) -> DiskPlan:
+    """The runs of the sweep launched before, re-derived from ``spec`` (a loaded ``Spec``;
+    default the sweep's ``spec.yaml`` copy; none there: configs from the verified
+    ``config-input.yaml`` files and the launch's default launcher). Module docstring."""
     sweep_dir = Path(sweep_dir)
     table = read_plan(sweep_dir)
     keep = [(sweep_dir / d / CONFIG_INPUT).exists() for d in table["run_dir"]]
-    table = table.filter(pl.Series(keep))
-    configs = [load_run_config(sweep_dir / d / CONFIG_INPUT) for d in table["run_dir"]]
-    return DiskPlan(table, configs, [_read_launcher(sweep_dir / d) for d in table["run_dir"]])
+    table = table.filter(pl.Series(keep, dtype=pl.Boolean))
+    spec = spec if spec is not None else sweep_spec(sweep_dir)
+    planned = _planned(spec) if spec is not None else {}
+    configs, launchers = [], []
+    for row in table.iter_rows(named=True):
+        cfg, launcher = planned.get(row["run_id"]) or (_verified_config(sweep_dir, row),
+                                                       _block_launcher(spec, row.get(BLOCK_COLUMN)))
+        configs.append(replace(cfg, name=row["name"]))  # the name the run was launched under
+        launchers.append(launcher)
+    return DiskPlan(table, configs, launchers)
 
 
-def _read_launcher(run_dir: Path) -> LauncherConfig | None:
-    path = run_dir / LAUNCHER_INPUT
-    if not path.exists():
+def sweep_spec(sweep_dir: str | Path) -> Any:
+    """The sweep's ``spec.yaml`` copy, loaded; None when it has none."""
+    path = Path(sweep_dir) / SPEC_COPY
+    if not path.is_file():
         return None
-    return strict.build(LauncherConfig, strict.load_yaml(path), file=str(path))
+    from scalelab.sweep.spec.load import load_spec
+
+    return load_spec(path)
+
+
+def _planned(spec: Any) -> dict[str, tuple[Any, LauncherConfig]]:
+    """run_id -> (config, launcher) of every run ``spec`` plans (dataset facts and all)."""
+    from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.plan.expand import expand
+
+    plan = expand(spec, datasets=dataset_facts(spec))
+    return dict(zip(plan.table["run_id"].to_list(),
+                    zip(plan.configs, launchers_of(plan, spec.launcher), strict=True), strict=True))
+
+
+def _block_launcher(spec: Any, block: str | None) -> LauncherConfig | None:
+    """The launcher of ``block`` in ``spec`` (the top level's when the spec has no such
+    block); None without a spec."""
+    if spec is None:
+        return None
+    return dict(spec.blocks).get(block, spec).launcher
+
+
+def _verified_config(sweep_dir: Path, row: dict) -> Any:
+    """The run's ``config-input.yaml``, refused (one line naming it) unless its identity is
+    the plan row's run id: a planted config cannot make a directory train something else."""
+    from scalelab.config import load_run_config
+    from scalelab.identity import run_id
+
+    path = sweep_dir / row["run_dir"] / CONFIG_INPUT
+    cfg = load_run_config(path)
+    if (found := run_id(cfg)) != row["run_id"]:
+        raise UserError(f"holds run {found}, not the sweep's run {row['run_id']} "
+                        f"(plan.parquet): refusing to relaunch it; restore or remove the file",
+                        file=str(path))
+    return cfg

@@ -11,13 +11,21 @@ poll per sweep (``alive_jobs``); a local claim by its pids on this host; a claim
 another host without a job id by its heartbeat age. Stale claims are broken under a
 second, short-lived ``mkdir`` lock so that two breakers cannot both remove a claim and
 one of them delete the other's fresh one.
+
+A claim that cannot be parsed (bad JSON, binary, a field of the wrong type, an empty file,
+a directory or a device in its place) has no holder: it is stale. A claimer breaks it as
+any stale claim, comparing what it judged (the file's inode, size, mtime and bytes)
+instead of a token, sets it aside as ``claim.json.corrupt-<time>`` (never deleted) and
+says so in one line on stderr.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Collection
@@ -25,8 +33,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalelab.store.atomic import write_json_atomic
+from scalelab.store.small_file import Unreadable, read_small
 
-__all__ = ["CLAIM_FILE", "Claim", "is_live", "read_claim", "refresh", "release", "try_claim"]
+__all__ = ["CLAIM_FILE", "Claim", "UnreadableClaim", "is_live", "read_claim", "refresh", "release",
+           "try_claim"]
 
 CLAIM_FILE = "claim.json"
 STALE_HEARTBEAT_S = 900.0
@@ -53,18 +63,76 @@ class Claim:
     heartbeat: float = 0.0
 
 
+@dataclass(frozen=True)
+class UnreadableClaim(Claim):
+    """A claim.json that cannot be parsed: nobody holds it (module docstring)."""
+
+    why: str = ""
+    stamp: tuple = ()
+    """What was judged (``small_file.SmallFile.stamp``): broken only if still the same."""
+
+
+_MAX_CLAIM_BYTES = 64 * 1024
+_MAX_PID = 2**31 - 1
+_REQUIRED = ("token", "host", "pid", "backend")
+_TYPES: dict[str, tuple[type, ...]] = {
+    "token": (str,), "host": (str,), "pid": (int,), "backend": (str,),
+    "job_id": (str, type(None)), "worker_pid": (int, type(None)),
+    "created": (int, float), "heartbeat": (int, float),
+}
+
+
 def _path(run_dir: str | Path) -> Path:
     return Path(run_dir) / CLAIM_FILE
 
 
+def _problem(data) -> str | None:
+    """Why parsed JSON is no claim, or None when it is one."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        return f"no {missing[0]}"
+    for key, types in _TYPES.items():
+        value = data.get(key)
+        if key in data and (not isinstance(value, types) or isinstance(value, bool)):
+            return f"{key}: a {type(value).__name__}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key}: {value}"
+    if not 0 < data["pid"] <= _MAX_PID or not 0 < (data.get("worker_pid") or 1) <= _MAX_PID:
+        return "pid out of range"
+    return None
+
+
 def read_claim(run_dir: str | Path) -> Claim | None:
-    """The current claim, or None."""
+    """The current claim; an ``UnreadableClaim`` when it cannot be parsed; None when
+    there is none."""
+    path = os.path.join(run_dir, CLAIM_FILE)
     try:
-        with open(os.path.join(run_dir, CLAIM_FILE), "rb") as fh:
-            data = json.loads(fh.read())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        found = read_small(path, _MAX_CLAIM_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except Unreadable as err:
+        return _unreadable(str(err), err.stamp)
+    try:
+        data = json.loads(found.data)
+    except (ValueError, RecursionError):
+        return _unreadable("empty" if not found.data.strip() else "not JSON", found.stamp)
+    problem = _problem(data)
+    if problem is not None:
+        return _unreadable(problem, found.stamp)
     return Claim(**{k: data[k] for k in Claim.__dataclass_fields__ if k in data})
+
+
+def _unreadable(why: str, stamp: tuple) -> UnreadableClaim:
+    return UnreadableClaim(token="", host="", pid=0, backend="", why=why, stamp=stamp)
+
+
+def _same(held: Claim, judged: Claim) -> bool:
+    """Whether ``held`` (read now) is the claim ``judged`` (read before)."""
+    if isinstance(judged, UnreadableClaim):
+        return isinstance(held, UnreadableClaim) and bool(judged.stamp) and held.stamp == judged.stamp
+    return not isinstance(held, UnreadableClaim) and held.token == judged.token
 
 
 def _pid_alive(pid: int | None) -> bool:
@@ -86,6 +154,8 @@ def is_live(claim: Claim, alive_jobs: Collection[str] | None = None, *, now: flo
     batched poll; None means "no poll was made", and job-id claims are then trusted.
     """
     now = time.time() if now is None else now
+    if isinstance(claim, UnreadableClaim):
+        return False
     if claim.job_id is not None:
         if alive_jobs is None:
             return True
@@ -104,7 +174,8 @@ def try_claim(
 ) -> Claim | None:
     """Claim ``run_dir`` for this process. Returns the claim, or None when a live one exists.
 
-    A stale claim (see ``is_live``) is broken and the claim retried once.
+    A stale claim (see ``is_live``; an unreadable one always is) is broken and the claim
+    retried once.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +196,7 @@ def try_claim(
             continue
         if not break_stale or is_live(held, alive_jobs):
             return None
-        _break(run_dir, held.token)
+        _break(run_dir, held)
     return None
 
 
@@ -141,8 +212,9 @@ def _link_new(run_dir: Path, claim: Claim) -> bool:
         tmp.unlink(missing_ok=True)
 
 
-def _break(run_dir: Path, token: str) -> None:
-    """Remove the claim with ``token`` if it is still there, serialised by a mkdir lock."""
+def _break(run_dir: Path, judged: Claim) -> None:
+    """Remove the claim ``judged`` if it is still there (``_same``), serialised by a mkdir
+    lock; an unreadable one is set aside, with one line on stderr."""
     guard = run_dir / ".claim.breaking"
     try:
         guard.mkdir()
@@ -155,10 +227,22 @@ def _break(run_dir: Path, token: str) -> None:
         return
     try:
         held = read_claim(run_dir)
-        if held is not None and held.token == token:
+        if held is None or not _same(held, judged):
+            return
+        if isinstance(held, UnreadableClaim):
+            _set_aside(run_dir, held)
+        else:
             _path(run_dir).unlink(missing_ok=True)
     finally:
         guard.rmdir()
+
+
+def _set_aside(run_dir: Path, held: UnreadableClaim) -> None:
+    from scalelab.train.record_files import set_aside
+
+    moved = set_aside(_path(run_dir))
+    print(f"{_path(run_dir)}: unreadable claim ({held.why}), held by nobody: set aside as "
+          f"{moved.name}; taking the run over", file=sys.stderr, flush=True)
 
 
 def refresh(run_dir: str | Path, claim: Claim, **fields) -> Claim:
@@ -168,7 +252,7 @@ def refresh(run_dir: str | Path, claim: Claim, **fields) -> Claim:
     A claim that is no longer ours (broken as stale, then retaken) is left alone.
     """
     held = read_claim(run_dir)
-    if held is None or held.token != claim.token:
+    if held is None or not _same(held, claim):
         return claim
     new = replace(claim, heartbeat=time.time(), **fields)
     write_json_atomic(_path(run_dir), asdict(new))
@@ -176,9 +260,13 @@ def refresh(run_dir: str | Path, claim: Claim, **fields) -> Claim:
 
 
 def release(run_dir: str | Path, claim: Claim | None = None) -> None:
-    """Remove the claim (only ours when ``claim`` is given)."""
+    """Remove the claim (only ``claim`` when given: ours, or an unreadable one judged
+    stale, which is set aside instead)."""
     if claim is not None:
         held = read_claim(run_dir)
-        if held is None or held.token != claim.token:
+        if held is None or not _same(held, claim):
+            return
+        if isinstance(held, UnreadableClaim):
+            _break(Path(run_dir), held)
             return
     _path(run_dir).unlink(missing_ok=True)

@@ -11,19 +11,23 @@ the scheduler's verdict and the run's claim fill the gap:
 - Otherwise the scheduler's final state for the run's last job wins over a stale
   RUNNING/PREEMPTED on disk (CANCELLED, FAILED, TIMEOUT, PREEMPTED), and a RUNNING run
   that nobody executes any more is PREEMPTED ("lost"): resumable from its checkpoint.
+- A corrupt status.json (``store.status.CorruptStatus``) counts as FAILED, with the file
+  and why in ``RunView.corrupt`` and ``note`` (said once per file on stderr): ``sweep``
+  skips the run, ``retry --failed`` sets the file aside and reruns it, ``status`` and
+  ``collect`` show it. An unreadable claim holds nothing (``lock.UnreadableClaim``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalelab.store.status import STATUS_FILE, State
+from scalelab.store.status import STATUS_FILE, CorruptStatus, State, parse_status
 from scalelab.sweep.run.lock import Claim, is_live, read_claim
 
 __all__ = ["RunView", "observe", "poll_scheduler"]
@@ -55,6 +59,8 @@ class RunView:
     sched: str | None
     """The scheduler's state for ``job_id`` (None when not polled)."""
     note: str = ""
+    corrupt: str | None = None
+    """``<path>: corrupt run status (why)`` when status.json is corrupt (``state`` FAILED)."""
 
     @property
     def disk_state(self) -> str | None:
@@ -78,13 +84,22 @@ def poll_scheduler(job_ids: Iterable[str]) -> dict[str, str] | None:
     return scheduler_states(ids)
 
 
-def _read_status(run_dir: str) -> dict[str, Any] | None:
-    """``store.status.read_status`` without pathlib (10,000 runs: pathlib dominates)."""
+_SAID: set[str] = set()
+"""Corrupt status files said on stderr by this process (each once)."""
+
+
+def _read_status(run_dir: str | Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(status, None), or (None, what is wrong) when status.json is corrupt (said once on
+    stderr). Strings, not pathlib: 10,000 runs."""
     try:
-        with open(os.path.join(run_dir, STATUS_FILE), "rb") as fh:
-            return json.loads(fh.read())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-        return None
+        return parse_status(os.path.join(run_dir, STATUS_FILE)), None
+    except CorruptStatus as err:
+        line = f"{err.file}: corrupt run status ({err.why})"
+        if line not in _SAID:
+            _SAID.add(line)
+            print(f"{line}; counted as FAILED (retry --failed sets it aside and reruns the run)",
+                  file=sys.stderr, flush=True)
+        return None, line
 
 
 def observe(run_dirs: Iterable[str | Path], *, sched: dict[str, str] | None = None,
@@ -93,17 +108,27 @@ def observe(run_dirs: Iterable[str | Path], *, sched: dict[str, str] | None = No
     ``run_dirs`` may be strings (fastest) or paths; views keep what was given."""
     raw = []
     for run_dir in run_dirs:
-        status = _read_status(run_dir)
+        status, corrupt = _read_status(run_dir)
         state = status.get("state") if status else None
         claim = None if state in (State.COMPLETED.value, State.DIVERGED.value) else read_claim(run_dir)
-        raw.append((run_dir, status, claim))
+        raw.append((run_dir, status, claim, corrupt))
     if sched is None and poll:
-        wanted = [_last_job(s, c) for _, s, c in raw
+        wanted = [_last_job(s, c) for _, s, c, _ in raw
                   if not (s and State(s["state"]).terminal)]
         sched = poll_scheduler(j for j in wanted if j)
     alive_set = None if sched is None else {j for j, s in sched.items() if s not in _SCHED_VERDICT
                                             and s not in ("COMPLETED", "UNKNOWN")}
-    return [_view(run_dir, status, claim, sched, alive_set) for run_dir, status, claim in raw]
+    return [_corrupt_view(run_dir, claim, corrupt, alive_set) if corrupt else
+            _view(run_dir, status, claim, sched, alive_set)
+            for run_dir, status, claim, corrupt in raw]
+
+
+def _corrupt_view(run_dir, claim, corrupt: str, alive_set) -> RunView:
+    """A run whose status.json is corrupt: FAILED, unless a live claim holds it."""
+    job = _last_job(None, claim)
+    live = claim is not None and is_live(claim, alive_set if claim.job_id else None)
+    state = State.PENDING.value if live else State.FAILED.value
+    return RunView(run_dir, None, claim, live, state, job, None, corrupt, corrupt)
 
 
 def _view(run_dir, status, claim, sched, alive_set) -> RunView:

@@ -30,7 +30,7 @@ from scalelab.sweep.plan import resources
 from scalelab.sweep.spec import launcher as launcher_keys
 from scalelab.sweep.run.backends.debug import DebugBackend
 from scalelab.sweep.run.backends.slurm import SlurmBackend
-from scalelab.sweep.run.launch import LAUNCHER_INPUT, execute, plan_from_disk
+from scalelab.sweep.run.launch import execute, plan_from_disk
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.spec.sections import LauncherConfig
 from scalelab.sweep.spec.load import parse_spec
@@ -142,10 +142,11 @@ def test_per_block_and_derived_launchers_change_submissions_not_run_ids(fake_slu
     assert order == sorted(order)
     assert "module load cuda/12.6" in block and "module load cuda/12.4" not in block
     assert "export NCCL_IB_HCA=mlx5" in block and "export NCCL_IB_HCA" not in one
-    # what each run was launched with is on disk, for retry
+    # retry re-derives what each run is launched with from the spec, per-run rules and
+    # blocks included; nothing of it is stored in (or read back from) a run directory
     dirs = [sweep / d for d in plan.table["run_dir"]]
-    assert all((d / LAUNCHER_INPUT).exists() for d in dirs)
-    assert plan_from_disk(sweep).launchers == plan.launchers
+    assert not any((d / "launcher.yaml").exists() for d in dirs)
+    assert plan_from_disk(sweep, plan.spec).launchers == plan.launchers
 
 
 def test_goldens_hold_the_resources(tmp_path):

@@ -34,7 +34,7 @@ from typing import Any
 
 from submitit.core.utils import FailedJobError, FailedSubmissionError
 
-from scalelab.store.status import read_status
+from scalelab.store.status import disk_state
 from scalelab.sweep.run.backends.base import ALIVE_STATES, Backend, Handle, Hooks, SubmitError, job_env
 from scalelab.sweep.run.job import JobSpec, SlurmRun
 from scalelab.sweep.run.snapshot import snapshot_code
@@ -337,5 +337,5 @@ class SlurmBackend(Backend):
 
 
 def _disk_state(run_dir: str, fallback: str) -> str:
-    status = read_status(run_dir)
-    return status["state"] if status else fallback
+    state = disk_state(run_dir)
+    return state.value if state else fallback
