@@ -1,8 +1,9 @@
 """Print the run-config reference (README §Config reference) from scalelab/config.py, and
 the launcher reference (§Launcher reference) from scalelab/sweep/spec/sections.py.
 
-Each field's documentation is the string literal right under its declaration, so the
-references are generated from the code and cannot drift: tests/test_readme.py checks that
+Each field's documentation is the string literal right under its declaration, and its
+range the one it declares (``strict.bounded``), so the references are generated from the
+code and cannot drift: tests/test_readme.py checks that
 README.md holds exactly this output between each pair of markers.
 
     python scripts/config_reference.py            # print
@@ -12,6 +13,8 @@ README.md holds exactly this output between each pair of markers.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
 import sys
 from pathlib import Path
 
@@ -34,11 +37,12 @@ def reference(source: str = "scalelab/config.py", sections: dict[str, str] = SEC
     """The markdown table of every field of ``sections`` (class name -> key prefix)."""
     tree = ast.parse((ROOT / source).read_text())
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    lines = ["| key | type | default | range | meaning |", "|---|---|---|---|---|"]
     for cls_name, prefix in sections.items():
         cls = classes.get(cls_name)
         if cls is None:
             continue
+        ranges = _ranges(source, cls_name)
         body = cls.body
         for i, node in enumerate(body):
             if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
@@ -52,14 +56,27 @@ def reference(source: str = "scalelab/config.py", sections: dict[str, str] = SEC
                 value = body[i + 1].value
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     doc = " ".join(value.value.split())
-            cells = [f"`{prefix}{node.target.id}`", f"`{ann}`", f"`{default}`", doc]
+            rng = ranges.get(node.target.id, "")
+            cells = [f"`{prefix}{node.target.id}`", f"`{ann}`", f"`{default}`", rng, doc]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
+
+
+def _ranges(source: str, cls_name: str) -> dict[str, str]:
+    """Field name -> its declared range in words (``scalelab.strict.Range``)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from scalelab.strict import RANGE
+
+    cls = getattr(importlib.import_module(source.removesuffix(".py").replace("/", ".")), cls_name)
+    return {f.name: str(f.metadata[RANGE]) for f in dataclasses.fields(cls) if RANGE in f.metadata}
 
 
 def _default(value: ast.expr | None) -> str:
     if value is None:
         return "required"
+    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("bounded"):
+        return ast.unparse(value.args[0])  # strict.bounded(default, ...): its range has a column
     if isinstance(value, ast.Call) and any(k.arg == "default_factory" for k in value.keywords):
         factory = next(k.value for k in value.keywords if k.arg == "default_factory")
         return {"dict": "{}", "list": "[]", "tuple": "()"}.get(ast.unparse(factory), "…")

@@ -42,7 +42,7 @@ def test_launcher_reference_is_generated_from_the_code():
 def test_every_config_field_is_documented():
     rows = _config_reference().reference().splitlines()[2:]
     cells = [[c.strip() for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
-    assert all(len(c) == 4 for c in cells)
-    undocumented = [c[0] for c in cells if not c[3]]
+    assert all(len(c) == 5 for c in cells)
+    undocumented = [c[0] for c in cells if not c[4]]
     assert not undocumented, undocumented
     assert len(rows) > 40 and all(re.match(r"\| `[a-z_.]+` \|", r) for r in rows)
