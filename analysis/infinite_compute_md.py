@@ -13,6 +13,7 @@ fits, the figure, the markdown) and once the report is written.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from analysis.infinite_compute import (
 )
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipe_verdicts import verdict_lines
+from analysis.safe_parquet import read_sweep_parquet
 from analysis.recipes import AsymptoteFit
 
 __all__ = ["section_status", "write_infinite_compute_report", "write_missing_report"]
@@ -183,14 +185,15 @@ def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | N
 
     sweep_dir = Path(sweep_dir)
     runs_path = sweep_dir / "runs.parquet"
-    if not runs_path.is_file():
+    if not os.path.lexists(runs_path):
         raise AnalysisInputError(f"{runs_path} is missing: run `scalelab collect {sweep_dir}` first")
     ens_path = sweep_dir / _ENSEMBLES
+    runs = read_sweep_parquet(runs_path)
+    ensembles = read_sweep_parquet(ens_path) if os.path.lexists(ens_path) else None
     section = Sections(REPORT_FILE, 3, progress_fn(progress))
     section("recipe fits")
     try:
-        res = analyze(pl.read_parquet(runs_path), pl.read_parquet(ens_path) if ens_path.is_file() else None,
-                      ref_wd=ref_wd, loss=loss, recipes=recipes, reference=reference)
+        res = analyze(runs, ensembles, ref_wd=ref_wd, loss=loss, recipes=recipes, reference=reference)
     except AnalysisInputError:
         section.end("not written")  # the error says why
         raise

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import polars as pl
-
 from analysis.atomic import write_text_atomic
 from analysis.errors import AnalysisInputError
 from analysis.infinite_compute_md import (
@@ -24,6 +22,7 @@ from analysis.infinite_compute_md import (
 from analysis.progress import Reporter, progress_fn
 from analysis.recipe_rows import find_recipes
 from analysis.report import write_report_status
+from analysis.safe_parquet import SweepFileError, read_sweep_parquet
 
 __all__ = ["SweepReport", "write_sweep_report"]
 
@@ -46,7 +45,7 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     report = progress_fn(progress) or False  # False: both reports stay silent too
     sweep_dir = Path(sweep_dir)
     out = sweep_dir / "report"
-    runs = pl.read_parquet(sweep_dir / "runs.parquet")
+    runs = read_sweep_parquet(sweep_dir / "runs.parquet")
     if loss not in runs.columns:
         raise AnalysisInputError(f"runs table has no loss column '{loss}' (use final_loss or best_loss)")
     if recipes:
@@ -58,6 +57,8 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
                                                   recipes=recipes, reference=reference,
                                                   progress=report)
         sections[path] = section_status(res)
+    except SweepFileError:
+        raise  # a damaged sweep file is bad input, not a missing section
     except AnalysisInputError as err:
         if reference is not None and "reference recipe" in str(err):
             raise

@@ -52,17 +52,15 @@ def compare_cmd(
         raise UserError(f"must be >= 2, got {n_boot}", key="--n-boot")
     if recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
-    import polars as pl
-
     from analysis.compare import compare_recipes
     from analysis.errors import AnalysisInputError
     from scalelab.adaptive.recipe_cells import recipe_cells
-    from scalelab.cli.report import recipe_filters, fresh_runs_table
+    from scalelab.cli.report import read_runs_table, recipe_filters
     from scalelab.sweep.run.launch import sweep_dir_of
 
     filters = recipe_filters(recipe)
     sweep_dir = sweep_dir_of(sweep, root)
-    runs = pl.read_parquet(fresh_runs_table(sweep_dir))
+    runs = read_runs_table(sweep_dir)
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
                          ref_wd=ref_wd)
     try:

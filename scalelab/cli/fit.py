@@ -14,6 +14,7 @@ it JSON lines. The table and plots print on stdout either way.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -30,13 +31,13 @@ LAWS = ("powerlaw", "chinchilla", "data_constrained")
 
 def _runs_table(sweep_dir: Path, progress: Callable[[Any], None] | None = None):
     """``<sweep>/runs.parquet``, or the runs collected now (reported to ``progress``)."""
-    import polars as pl
+    from scalelab.store.sweep_files import read_sweep_file
 
     if not sweep_dir.is_dir():
         raise UserError("no such sweep directory", file=str(sweep_dir))
     runs_file = sweep_dir / "runs.parquet"
-    if runs_file.is_file():
-        return pl.read_parquet(runs_file)
+    if os.path.lexists(runs_file):
+        return read_sweep_file(runs_file)
     from scalelab.sweep.view.collect import collect
 
     return collect(sweep_dir, progress=progress)
@@ -160,18 +161,18 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
 
 def _ensembles_table(sweep_dir: Path):
     """``<sweep>/ensembles/evals.parquet`` (``scalelab ensemble`` writes it): --x K's table."""
-    import polars as pl
+    from scalelab.store.sweep_files import read_sweep_file
 
     if not sweep_dir.is_dir():
         raise UserError("no such sweep directory", file=str(sweep_dir))
     path = sweep_dir / "ensembles" / "evals.parquet"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise UserError(
             f"--x K fits ensembles/evals.parquet, which is missing: run `scalelab ensemble "
             f"{sweep_dir}` first",
             file=str(sweep_dir),
         )
-    return pl.read_parquet(path)
+    return read_sweep_file(path)
 
 
 def _slug(label: str) -> str:

@@ -110,13 +110,11 @@ def next_cmd(
 
 def _runs(sweep_dir: Path):
     """The sweep's runs table (collected when stale), or None before anything launched."""
-    import polars as pl
-
-    from scalelab.cli.report import fresh_runs_table
+    from scalelab.cli.report import read_runs_table
 
     if not ((sweep_dir / "runs").is_dir() or (sweep_dir / "plan.parquet").is_file()):
         return None
-    return pl.read_parquet(fresh_runs_table(sweep_dir))
+    return read_runs_table(sweep_dir)
 
 
 def _why_none(study, obs, budget: float | None) -> str:

@@ -64,6 +64,13 @@ def fresh_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None)
     return sweep / "runs.parquet"
 
 
+def read_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None):
+    """``fresh_runs_table``'s runs.parquet, read (a damaged one: one line, exit 2)."""
+    from scalelab.store.sweep_files import read_sweep_file
+
+    return read_sweep_file(fresh_runs_table(sweep, progress))
+
+
 def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
     from analysis.errors import AnalysisInputError
     from analysis.recipe_rows import parse_recipe_option
@@ -104,12 +111,15 @@ def report_cmd(
     with output:
         fresh_runs_table(sweep, output.sink)
         from analysis.errors import AnalysisInputError
+        from analysis.safe_parquet import SweepFileError
         from analysis.sweep_report import write_sweep_report
 
         try:
             done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed,
                                       recipes=filters or None, reference=reference, ref_wd=ref_wd,
                                       progress=output.sink)
+        except SweepFileError as err:
+            raise UserError(f"{err.what} ({err.reason})", file=err.path) from None
         except AnalysisInputError as err:
             raise UserError(str(err), file=str(sweep)) from None
     for path, lines in done.sections.items():

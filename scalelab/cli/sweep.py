@@ -315,13 +315,11 @@ def collect_cmd(
     """Write <sweep>/runs.parquet: one row per run (axes, N, D, losses, state, wall time);
     progress (run directories read) on stderr."""
     from scalelab.sweep.run.launch import sweep_dir_of
-    from scalelab.sweep.view.collect import RUNS_FILE, collect
+    from scalelab.sweep.view.collect import RUNS_FILE, collect, summary
 
     output = ProgressOutput.from_flags(log_format, quiet)
     sweep_dir = sweep_dir_of(sweep, root)
     with output:
         frame = collect(sweep_dir, progress=output.sink)
-    counts = frame.group_by("state").len().sort("state", nulls_last=True)
-    summary = ", ".join(f"{n} {(s or 'not started').lower()}" for s, n in counts.iter_rows())
-    _console().print(f"wrote {sweep_dir / RUNS_FILE}: {frame.height} runs ({summary})")
+    typer.echo(f"wrote {sweep_dir / RUNS_FILE}: {frame.height} runs ({summary(frame)})")
     return EXIT_OK

@@ -26,6 +26,7 @@ They land in ``<sweep>/ensembles/evals.parquet`` (rows of re-evaluated groups re
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from scalelab.identity import canonical_json, identity_dict, run_id
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import RUNS_FOLDER
 from scalelab.store.status import State, read_status
+from scalelab.store.sweep_files import read_sweep_file
 
 __all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "evaluate_group", "evaluate_sweep", "find_groups"]
 
@@ -187,16 +189,16 @@ def evaluate_sweep(
 ) -> tuple[pl.DataFrame, Path]:
     """Evaluate every ensemble group of the sweep; merge into ``ensembles/evals.parquet``."""
     sweep_dir = Path(sweep_dir)
+    out = sweep_dir / "ensembles" / "evals.parquet"
+    old = read_sweep_file(out) if os.path.lexists(out) else None  # damaged: said before any work
     groups = find_groups(sweep_dir)
     frames = []
     for group in groups:
         frames.append(evaluate_group(group, methods=methods, n_batches=n_batches, batch_size=batch_size, device=device))
         if progress is not None:
             progress(group)
-    out = sweep_dir / "ensembles" / "evals.parquet"
     new = pl.concat(frames) if frames else pl.DataFrame(schema=ENSEMBLE_SCHEMA)
-    if out.is_file():
-        old = pl.read_parquet(out)
+    if old is not None:
         keep = old.filter(~(pl.col("run_id").is_in(new["run_id"].unique().to_list()) & pl.col("method").is_in(list(methods) + ["member"])))
         new = pl.concat([keep.select(list(ENSEMBLE_SCHEMA)), new])
     new = new.sort(["run_id", "method", "members", "member"], nulls_last=True)

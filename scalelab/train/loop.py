@@ -63,6 +63,7 @@ from scalelab.train.precision import autocast_context, prepare_model
 from scalelab.train.progress_log import EvalLine, LogSettings, ProgressLine
 from scalelab.train.progress_meter import ProgressMeter
 from scalelab.train.records import Records
+from scalelab.train.records_manifest import write_records_manifest
 from scalelab.train.schedules import lr_at
 from scalelab.train.seeds import run_seeds
 from scalelab.train.signals import PreemptionFlag
@@ -376,14 +377,17 @@ class _Run:
 
     def _end(self, state: State, step: int, error: str | None = None) -> State:
         self.records.flush(step)
-        if state in (State.COMPLETED, State.DIVERGED):
+        finished = state in (State.COMPLETED, State.DIVERGED)
+        if finished:
             self.records.compact()
         self._publish_norms(step)
         self.tracker.finish()  # PREEMPTED too: the resumed attempt reopens the same W&B run
         self.tracker = None
         if self.env.is_main:
+            # the records' manifest last of the record files, then the state that commits it
+            marked = write_records_manifest(self.run_dir, step, self.run_id) if finished else {}
             update_status(self.run_dir, state, steps_done=step, wall_time_s=self._elapsed(),
-                          error=error)
+                          error=error, **marked)
         if error:
             self._log(error)
         return state

@@ -1,4 +1,7 @@
-"""Checkpoint manifests: ``manifest.json`` lists each file of a checkpoint, its size and sha256.
+"""Manifests: ``manifest.json`` lists each file of a directory, its size and sha256.
+
+One engine for two directories: a checkpoint (``checkpoint/step-N/``, written as it is
+saved) and a finished run's records (``<run>/manifest.json``: ``records_manifest``).
 
 The writer hashes bytes as they pass to disk (``HashingWriter``), so saving never reads a
 file back; ``verify`` reads each file once. The document::
@@ -28,7 +31,9 @@ __all__ = [
     "HashingWriter",
     "check_manifest",
     "file_digest",
+    "Problem",
     "manifest_doc",
+    "read_manifest",
     "verify",
     "write_manifest",
 ]
@@ -87,10 +92,12 @@ def file_digest(path: Path) -> FileDigest:
     return FileDigest(size, h.hexdigest())
 
 
-def manifest_doc(step: int, files: Mapping[str, FileDigest]) -> dict[str, Any]:
+def manifest_doc(step: int, files: Mapping[str, FileDigest], **extra: Any) -> dict[str, Any]:
+    """The document; ``extra``: more top-level keys (a run's records add ``run_id``)."""
     return {
         "format": FORMAT,
         "step": int(step),
+        **extra,
         "files": {name: {"size": d.size, "sha256": d.sha256} for name, d in sorted(files.items())},
     }
 
@@ -151,14 +158,22 @@ def check_manifest(
     return None
 
 
-def verify(directory: Path, step: int) -> str | None:
-    """What is wrong with the checkpoint in ``directory``, or None when every file matches."""
+def read_manifest(directory: Path) -> Any:
+    """The manifest document of ``directory``, or a ``Problem`` saying why there is none."""
     try:
-        doc = json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        return json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return f"no {MANIFEST_FILE}"
+        return Problem(f"no {MANIFEST_FILE}")
     except (OSError, ValueError) as err:
-        return f"{MANIFEST_FILE} unreadable ({type(err).__name__})"
+        return Problem(f"{MANIFEST_FILE} unreadable ({type(err).__name__})")
+
+
+def verify(directory: Path, step: int, doc: Any = None) -> str | None:
+    """What is wrong with the files in ``directory`` (a checkpoint's, a run's records), or
+    None when every file matches. ``doc``: its manifest when already read."""
+    doc = read_manifest(directory) if doc is None else doc
+    if isinstance(doc, Problem):
+        return str(doc)
 
     def size_of(name: str) -> int | None:
         try:
@@ -166,4 +181,14 @@ def verify(directory: Path, step: int) -> str | None:
         except FileNotFoundError:
             return None
 
-    return check_manifest(doc, step, size_of, lambda name: file_digest(directory / name).sha256)
+    def digest_of(name: str) -> str:
+        try:
+            return file_digest(directory / name).sha256
+        except OSError:  # a directory, or unreadable
+            return ""
+
+    return check_manifest(doc, step, size_of, digest_of)
+
+
+class Problem(str):
+    """What ``read_manifest`` returns instead of a document."""

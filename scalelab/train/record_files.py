@@ -6,16 +6,10 @@ A record file is corrupt when it is not parquet (junk bytes; a truncated file ha
 column of its table or holds one that does not cast to the table's type. Reading one
 raises ``CorruptRecordError`` (one line naming the file), never a polars traceback.
 
-Two checks, for two budgets:
-
-- ``quick_problem``: size and the ``PAR1`` magic at both ends, two tiny reads (about
-  5 us a file), so ``status`` and ``collect`` check every file of a 10,000-run sweep. It
-  catches junk and truncation; damage inside a file with intact ends passes it.
-- ``read_record_file``: the whole file, decoded by pyarrow, validated, then handed to
-  polars. pyarrow, not polars, decodes untrusted bytes: in a fuzz of 12,000 bit-flipped
-  files polars' reader aborted the process (a Rust panic or a failed 2^61-byte allocation,
-  no Python exception), even after a pyarrow footer check, while pyarrow raised for every
-  bad file and the table it accepted never upset polars.
+Both checks are ``analysis.safe_parquet``'s (one engine for every damaged parquet file):
+``quick_problem`` (size and the ``PAR1`` magic at both ends: junk and truncation, about
+5 us a file, for ``status`` and ``collect``) and the whole-file read (pyarrow decodes and
+validates, polars never sees untrusted bytes).
 
 A corrupt file is never deleted: ``set_aside`` renames it ``<name>.corrupt-<UTC time>``
 beside itself, out of every record glob (``*.parquet``, ``part-*.parquet``).
@@ -30,14 +24,13 @@ from pathlib import Path
 
 import polars as pl
 
+from analysis.safe_parquet import CorruptParquetError, quick_problem, read_parquet_checked
 from scalelab.errors import UserError
 
 __all__ = ["SET_ASIDE_MARK", "CorruptRecordError", "quick_problem", "read_record_file", "set_aside"]
 
 SET_ASIDE_MARK = ".corrupt-"
 """``metrics.parquet`` -> ``metrics.parquet.corrupt-20250101T120000Z``."""
-_MAGIC = b"PAR1"
-_MIN_SIZE = 12  # header magic + footer length + footer magic
 
 
 class CorruptRecordError(UserError):
@@ -49,47 +42,13 @@ class CorruptRecordError(UserError):
         self.path, self.reason = str(path), reason
 
 
-def quick_problem(path: str) -> str | None:
-    """Why ``path`` cannot be a whole parquet file, judged by its size and its two ends;
-    None when it may be one."""
-    try:  # os.pread, not open(): a third faster, and this runs on every file of a sweep
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size < _MIN_SIZE:
-                return f"{size} bytes, too short for parquet"
-            head, tail = os.pread(fd, 4, 0), os.pread(fd, 4, size - 4)
-        finally:
-            os.close(fd)
-    except OSError as err:
-        return f"unreadable: {err.strerror or err}"
-    if head != _MAGIC:
-        return "not parquet: no PAR1 header"
-    if tail != _MAGIC:
-        return "truncated: no PAR1 footer"
-    return None
-
-
 def read_record_file(path: str | Path, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """The rows of one record file as ``schema`` (its columns, in its order, cast);
     raises ``CorruptRecordError`` when the file is not that."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    problem = quick_problem(str(path))
-    if problem is not None:
-        raise CorruptRecordError(path, problem)
-    target = pl.DataFrame(schema=dict(schema)).to_arrow().schema  # polars' own arrow types
     try:
-        with pq.ParquetFile(path) as fh:
-            missing = [c for c in schema if c not in fh.schema_arrow.names]
-            if missing:
-                raise CorruptRecordError(path, f"missing column(s) {', '.join(missing)}")
-            table = fh.read(columns=list(schema), use_threads=False).cast(target)
-        table.validate(full=True)
-    except (OSError, ValueError, TypeError, pa.ArrowException) as err:
-        raise CorruptRecordError(path, _one_line(err)) from None
-    return pl.from_arrow(table)
+        return read_parquet_checked(path, schema)
+    except CorruptParquetError as err:
+        raise CorruptRecordError(path, err.reason) from None
 
 
 def set_aside(path: str | Path, when: _dt.datetime | None = None) -> Path:
@@ -103,9 +62,3 @@ def set_aside(path: str | Path, when: _dt.datetime | None = None) -> Path:
             os.rename(path, target)
             return target
     raise FileExistsError(f"{path}: 1000 files already set aside at {stamp}")
-
-
-def _one_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    text = lines[0] if lines else type(err).__name__
-    return text if len(text) <= 200 else text[:197] + "..."

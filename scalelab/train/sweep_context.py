@@ -19,7 +19,9 @@ from typing import Any
 
 import polars as pl
 
+from scalelab.errors import UserError
 from scalelab.store.layout import BLOCK_COLUMN, PLAN_FILE, RUNS_FOLDER
+from scalelab.store.sweep_files import read_sweep_file
 
 __all__ = ["SweepContext", "context_from_plan", "sweep_context", "tags"]
 
@@ -69,8 +71,8 @@ def sweep_context(run_dir: str | Path, run_id: str) -> SweepContext:
     if run_dir.parent.name != RUNS_FOLDER or not plan_path.is_file():
         return SweepContext()
     try:
-        plan = pl.read_parquet(plan_path)
-    except (OSError, pl.exceptions.PolarsError):  # unreadable: tracking never stops a run
+        plan = read_sweep_file(plan_path)
+    except UserError:  # damaged: tracking never stops a run
         return SweepContext()
     return context_from_plan(plan, run_id, sweep_dir.name)
 

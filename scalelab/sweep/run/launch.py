@@ -46,6 +46,7 @@ from scalelab.errors import UserError
 from scalelab.store.layout import BLOCK_COLUMN, PLAN_FILE
 from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
 from scalelab.store.status import CorruptStatus, State, read_status, set_aside_corrupt, update_status
+from scalelab.store.sweep_files import read_sweep_file
 from scalelab.sweep.run.backends import Backend, Handle, Hooks, backend_for, choose_executor
 from scalelab.sweep.run.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.run.lock import Claim, refresh, release, try_claim
@@ -105,14 +106,14 @@ def read_plan(sweep_dir: str | Path) -> pl.DataFrame:
     path = Path(sweep_dir) / PLAN_FILE
     if not path.exists():
         raise UserError(f"{sweep_dir}: not a sweep directory (no {PLAN_FILE}; run `scalelab sweep SPEC` first)")
-    return pl.read_parquet(path)
+    return read_sweep_file(path)
 
 
 def write_plan(table: pl.DataFrame, sweep_dir: Path) -> None:
     """Merge ``table`` into ``<sweep>/plan.parquet`` (rows of earlier plans are kept)."""
     path = sweep_dir / PLAN_FILE
     if path.exists():
-        old = pl.read_parquet(path)
+        old = read_sweep_file(path)
         table = pl.concat([old, table], how="diagonal_relaxed").unique("run_id", keep="last",
                                                                        maintain_order=True)
     write_parquet_atomic(path, table)

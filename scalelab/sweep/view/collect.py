@@ -2,18 +2,30 @@
 
 Columns: every axis of plan.parquet, run_id, name, state, N, N_non_embedding, D_unique,
 D_total, epochs, flops, member, final_loss (the last validation eval), best_loss (the
-minimum validation eval), steps_done, wall_time_s, records_note, ``in_spec`` (the sweep's
+minimum validation eval), steps_done, wall_time_s, records_note, records_verified, ``in_spec`` (the sweep's
 spec.yaml still plans the run: ``scalelab.sweep.view.current``), and ``recipe`` when the
-spec sets ``extra.recipe`` (as an axis, or in ``base``). All eval files are read by ONE
-multi-threaded polars scan over the sweep; states come from ``status.sweep_states``.
+spec sets ``extra.recipe`` (as an axis, or in ``base``). States come from
+``status.sweep_states``.
 
-Corrupt record files (issue 9) never stop a collect. Every record file first gets the
-quick check (``train.records_check``: its two ends, about 5 us a file), which keeps junk
-and truncated files out of the scan; ``records_note`` names them. A file that passes it
-yet does not decode (or lacks a column) makes the scan fail: then halves of the file list
-are scanned until the bad files are found (about twice the reads of one scan), they are
-named in ``records_note`` too, and the losses come from the rest. A run whose compacted evals.parquet is unusable gets its
-losses from its part files, when it has any.
+Records are verified before they are read (``train.records_manifest.verify_run``): a
+finished run's files against its manifest.json (size and sha256: one flipped bit), and
+the run id in its config.yaml, manifest and evals against the plan row (a directory
+copied or symlinked over another run's). A run that fails is kept with its state, its
+losses null (so it leaves the fits), ``records_verified`` False and a ``records_note``
+saying which file and what (``INVALID ...``); ``summary`` names it in collect's one line.
+``records_verified`` is True for a verified run and null for one with nothing to verify
+against: not finished, or finished before record manifests existed (kept and fitted as
+before, counted as unverified in the summary).
+
+Corrupt record files never stop a collect. Every record file first gets the quick check
+(``train.records_check``: its two ends, about 5 us a file), which keeps junk and truncated
+files out; ``records_note`` names them (``CORRUPT ...``). Files a manifest verified are
+read by ONE multi-threaded polars scan; every other eval file (unfinished runs, runs from
+before manifests) is decoded by pyarrow first (``read_record_file``, about 1 ms a file):
+polars never decodes bytes nobody vouched for, as a damaged file can abort it. A file
+that does not decode is named in ``records_note`` too, and the losses come from the
+rest. A run whose compacted evals.parquet is unusable gets its losses from its part
+files, when it has any.
 
 ``progress``: a callable that gets a ``CollectProgress`` as each run directory's record
 files are read (``done`` of ``total`` runs), one as the eval scan starts, and a ``final``
@@ -31,17 +43,24 @@ from typing import ClassVar
 import polars as pl
 
 from scalelab import strict
+from scalelab.errors import UserError
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.store.status import read_status
 from scalelab.sweep.view.current import IN_SPEC, current_run_ids
 from scalelab.sweep.view.status import sweep_states
 from scalelab.train.record_files import CorruptRecordError, read_record_file
 from scalelab.train.records_check import RecordsCheck, check_records
+from scalelab.train.records_manifest import Verdict, id_problem, verify_run
 
-__all__ = ["RUNS_FILE", "CollectProgress", "collect"]
+__all__ = ["INVALID", "RUNS_FILE", "VERIFIED", "CollectProgress", "collect", "summary"]
 
 RUNS_FILE = "runs.parquet"
+VERIFIED = "records_verified"
+"""runs.parquet's column: True verified, False failed (losses null), null nothing to verify."""
+INVALID = "INVALID"
+"""How ``records_note`` starts the reason a run's records failed verification."""
 EVAL_SPLIT = "val"
-EVAL_COLUMNS = {"step": pl.Int64, "split": pl.String, "loss": pl.Float64}
+EVAL_COLUMNS = {"run_id": pl.String, "step": pl.Int64, "split": pl.String, "loss": pl.Float64}
 _COMPACTED = "evals.parquet"
 
 
@@ -77,66 +96,64 @@ def _eval_files(check: RecordsCheck, state: str | None) -> list[str]:
     return [n for n in check.readable if n == _COMPACTED or (not finished and n.startswith("evals/"))]
 
 
-def _aggregate(evals: pl.LazyFrame, sweep_dir: Path) -> pl.DataFrame:
-    """run_dir -> final_loss (the val eval at the last step), best_loss (the minimum)."""
+_LOSSES = {"run_dir": pl.String, "final_loss": pl.Float64, "best_loss": pl.Float64,
+           "run_ids": pl.List(pl.String)}
+
+
+def _aggregate(evals: pl.DataFrame, sweep_dir: Path) -> pl.DataFrame:
+    """run_dir -> final_loss (the val eval at the last step), best_loss (the minimum),
+    run_ids (the ids its val rows carry)."""
+    if evals.height == 0:
+        return pl.DataFrame(schema=_LOSSES)
     return (
-        evals.filter(pl.col("split") == EVAL_SPLIT)
+        evals.lazy().filter(pl.col("split") == EVAL_SPLIT)
         .with_columns(pl.col("_path").str.slice(len(str(sweep_dir)) + 1)
                       .str.replace(r"/evals(\.parquet|/part-\d+\.parquet)$", "").alias("run_dir"))
         .unique(["run_dir", "step"], keep="last")
         .group_by("run_dir")
-        .agg(pl.col("loss").sort_by("step").last().alias("final_loss"), pl.col("loss").min().alias("best_loss"))
+        .agg(pl.col("loss").sort_by("step").last().alias("final_loss"), pl.col("loss").min().alias("best_loss"),
+             pl.col("run_id").unique().sort().alias("run_ids"))
         .collect()
     )
-
-
-def _scan(files: list[str]) -> pl.LazyFrame:
-    return pl.scan_parquet(files, include_file_paths="_path", missing_columns="raise",
-                           extra_columns="ignore", schema=EVAL_COLUMNS)
 
 
 # What a scan raises on a file that does not decode (a Rust panic arrives as PanicException).
 _SCAN_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError)
 
 
-def _undecodable(files: list[str], *, failed: bool = False) -> dict[str, str]:
-    """{file: why} for the ``files`` a scan cannot read: a failing scan is split in halves,
-    and each half that fails again, down to single files (for one bad file among n, about
-    2n file reads). ``failed``: a scan of ``files`` has just failed, do not repeat it."""
-    if not failed:
+def _scan(files: list[str]) -> pl.DataFrame:
+    """The eval rows of ``files`` in one multi-threaded polars scan: only for files a
+    manifest verified (polars may abort on damaged bytes)."""
+    return pl.scan_parquet(files, include_file_paths="_path", missing_columns="raise",
+                           extra_columns="ignore", schema=EVAL_COLUMNS).collect()
+
+
+def _decoded(files: list[str]) -> tuple[list[pl.DataFrame], dict[str, str]]:
+    """The eval rows of each of ``files``, decoded by pyarrow one by one, and {file: why}
+    for those that are corrupt."""
+    frames, bad = [], {}
+    for path in files:
         try:
-            _scan(files).collect()
-            return {}
-        except _SCAN_ERRORS:
-            pass
-    if len(files) == 1:
-        return {files[0]: _why(files[0])}
-    mid = len(files) // 2
-    return {**_undecodable(files[:mid]), **_undecodable(files[mid:])}
+            frame = read_record_file(path, EVAL_COLUMNS)
+        except CorruptRecordError as err:
+            bad[path] = err.reason
+            continue
+        frames.append(frame.with_columns(pl.lit(path).alias("_path")))
+    return frames, bad
 
 
-def _why(path: str) -> str:
-    try:
-        read_record_file(path, EVAL_COLUMNS)
-    except CorruptRecordError as err:
-        return err.reason
-    return "polars cannot decode it (pyarrow can)"
-
-
-def _losses(sweep_dir: Path, files: list[str]) -> tuple[pl.DataFrame, dict[str, str]]:
-    """The losses per run_dir from the eval ``files``, and {file: why} for those that do
-    not decode (looked for only when the one scan fails)."""
-    bad: dict[str, str] = {}
-    if files:
+def _losses(sweep_dir: Path, trusted: list[str], others: list[str]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The losses per run_dir from the eval files (``trusted``: verified by a manifest),
+    and {file: why} for those that do not decode."""
+    frames: list[pl.DataFrame] = []
+    if trusted:
         try:
-            return _aggregate(_scan(files), sweep_dir), bad
-        except _SCAN_ERRORS:  # a file with intact ends that does not decode, or lacks a column
-            bad = _undecodable(files, failed=True)
-            files = [f for f in files if f not in bad]
-    if not files:
-        empty = pl.DataFrame(schema={"run_dir": pl.String, "final_loss": pl.Float64, "best_loss": pl.Float64})
-        return empty, bad
-    return _aggregate(_scan(files), sweep_dir), bad
+            frames.append(_scan(trusted))
+        except _SCAN_ERRORS:  # cannot happen to files as written; decode them one by one
+            others = trusted + others
+    decoded, bad = _decoded(others)
+    rows = pl.concat([*frames, *decoded], how="vertical") if frames or decoded else pl.DataFrame()
+    return _aggregate(rows, sweep_dir), bad
 
 
 def _checks(base: str, run_dirs: list[str], progress: CollectReporter | None) -> list[RecordsCheck]:
@@ -149,23 +166,58 @@ def _checks(base: str, run_dirs: list[str], progress: CollectReporter | None) ->
     return checks
 
 
-def _runs_losses(sweep_dir: Path, run_dirs: list[str], states: list[str | None],
-                 progress: CollectReporter | None = None) -> tuple[pl.DataFrame, list[str | None]]:
-    """The losses per run_dir, and each run's ``records_note``."""
+def _verdict(run_dir: str, run_id: str) -> Verdict:
+    """``verify_run`` of one run directory (a status.json that does not parse: the
+    observed state says so already, nothing to verify)."""
+    try:
+        status = read_status(run_dir)
+    except UserError:
+        status = None
+    return verify_run(run_dir, run_id, status)
+
+
+def _records_ids(verdicts: list[Verdict], run_dirs: list[str], run_ids: list[str],
+                 losses: pl.DataFrame) -> list[Verdict]:
+    """``verdicts``, with the runs whose evals carry another run's id turned False (checked
+    where a config.yaml says which ids the run has)."""
+    found = dict(zip(losses["run_dir"].to_list(), losses["run_ids"].to_list()))
+    out = []
+    for verdict, d, rid in zip(verdicts, run_dirs, run_ids):
+        bad = id_problem(rid, verdict.ids, found.get(d) or [], _COMPACTED) if verdict.ids else None
+        out.append(Verdict(False, bad, verdict.ids) if bad and verdict.verified is not False else verdict)
+    return out
+
+
+def _note(check: RecordsCheck, verdict: Verdict) -> str | None:
+    """A run's ``records_note``: corrupt files, then why its records failed verification."""
+    said = [n for n in (check.note, verdict.problem and f"{INVALID} {verdict.problem}") if n]
+    return "; ".join(said) or None
+
+
+def _runs_losses(sweep_dir: Path, frame: pl.DataFrame, progress: CollectReporter | None = None
+                 ) -> tuple[pl.DataFrame, list[str | None], list[bool | None]]:
+    """The losses per run_dir, and each run's ``records_note`` and ``records_verified``."""
     base = str(sweep_dir)
+    run_dirs, states, run_ids = (frame[c].to_list() for c in ("run_dir", "state", "run_id"))
     checks = _checks(base, run_dirs, progress)
+    verdicts = [_verdict(os.path.join(base, d), rid) for d, rid in zip(run_dirs, run_ids)]
     owner = {os.path.join(base, d, name): i
-             for i, (d, check, state) in enumerate(zip(run_dirs, checks, states))
+             for i, (d, check, state, verdict) in enumerate(zip(run_dirs, checks, states, verdicts))
+             if verdict.verified is not False
              for name in _eval_files(check, state)}
     if progress is not None:
-        progress(CollectProgress(len(run_dirs), len(run_dirs), f"scanning {len(owner)} eval files"))
-    losses, bad = _losses(sweep_dir, list(owner))
+        progress(CollectProgress(len(run_dirs), len(run_dirs), f"reading {len(owner)} eval files"))
+    trusted = [f for f, i in owner.items() if verdicts[i].verified]
+    losses, bad = _losses(sweep_dir, trusted, [f for f, i in owner.items() if not verdicts[i].verified])
     for path, why in bad.items():
         i = owner[path]
         name = os.path.relpath(path, os.path.join(base, run_dirs[i]))
         checks[i] = RecordsCheck(tuple(n for n in checks[i].readable if n != name),
                                  (*checks[i].corrupt, (name, why)), checks[i].set_aside)
-    return losses, [c.note for c in checks]
+    verdicts = _records_ids(verdicts, run_dirs, run_ids, losses)
+    invalid = {d for d, v in zip(run_dirs, verdicts) if v.verified is False}
+    losses = losses.filter(~pl.col("run_dir").is_in(sorted(invalid))).drop("run_ids")
+    return losses, [_note(c, v) for c, v in zip(checks, verdicts)], [v.verified for v in verdicts]
 
 
 def _base_recipe(sweep_dir: Path) -> str | None:
@@ -181,6 +233,28 @@ def _base_recipe(sweep_dir: Path) -> str | None:
     return None if recipe is None else str(recipe)
 
 
+_NAMED = 5
+"""Runs whose records ``summary`` names one by one; the rest are counted."""
+
+
+def summary(frame: pl.DataFrame) -> str:
+    """collect's one line about a runs table: the runs per state, then each run with a
+    ``records_note`` (the first ``_NAMED``: run directory and note), then how many finished
+    runs have no manifest to verify against."""
+    counts = frame.group_by("state").len().sort("state", nulls_last=True)
+    parts = [", ".join(f"{n} {(s or 'not started').lower()}" for s, n in counts.iter_rows())]
+    flagged = frame.filter(pl.col("records_note").is_not_null())
+    if flagged.height:
+        named = [f"{d}: {n}" for d, n in flagged.select("run_dir", "records_note").head(_NAMED).iter_rows()]
+        more = f" (+{flagged.height - _NAMED} more: records_note in {RUNS_FILE})" if flagged.height > _NAMED else ""
+        parts.append(f"records of {flagged.height} run(s): " + " | ".join(named) + more)
+    finished = pl.col("state").is_in(["COMPLETED", "DIVERGED"])
+    if unverified := frame.filter(finished & pl.col(VERIFIED).is_null()).height:
+        parts.append(f"{unverified} finished run(s) unverified (no manifest.json: finished before "
+                     "record manifests)")
+    return "; ".join(parts)
+
+
 def collect(sweep_dir: str | Path, *, progress: CollectReporter | None = None) -> pl.DataFrame:
     """The runs table of a sweep; also written atomically to ``<sweep>/runs.parquet``.
     ``progress``: see the module docstring."""
@@ -188,9 +262,9 @@ def collect(sweep_dir: str | Path, *, progress: CollectReporter | None = None) -
     frame = sweep_states(sweep_dir, records=False)
     if progress is not None:
         progress(CollectProgress(0, frame.height, "reading run directories"))
-    losses, notes = _runs_losses(sweep_dir, frame["run_dir"].to_list(), frame["state"].to_list(),
-                                 progress)
-    frame = frame.with_columns(pl.Series("records_note", notes, dtype=pl.String))
+    losses, notes, verified = _runs_losses(sweep_dir, frame, progress)
+    frame = frame.with_columns(pl.Series("records_note", notes, dtype=pl.String),
+                               pl.Series(VERIFIED, verified, dtype=pl.Boolean))
     frame = frame.join(losses, on="run_dir", how="left")
     if "extra.recipe" in frame.columns:
         frame = frame.with_columns(pl.col("extra.recipe").cast(pl.String).alias("recipe"))
