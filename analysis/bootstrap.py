@@ -38,13 +38,26 @@ from analysis.multistart import lbfgs_batched
 from analysis.objective import Objective
 from analysis.progress import BootstrapProgress, Reporter, progress_fn
 
-__all__ = ["CHUNKS", "MIN_CHUNK", "BootstrapResult", "bootstrap_fit"]
+__all__ = ["CHUNKS", "MAX_RESAMPLES", "MIN_CHUNK", "BootstrapResult", "bootstrap_fit",
+           "check_resamples"]
 
 CHUNKS = 10
 """Chunks of a bootstrap at most (unless there are more workers): progress in 10% steps."""
 MIN_CHUNK = 40
 """Resamples per extra chunk at least: each chunk costs its slowest refit's iterations of
 Python overhead (about 0.05 s), so 200 resamples go in 5 chunks, 1,000 in 10."""
+MAX_RESAMPLES = 100_000
+"""Most resamples of one bootstrap. They are drawn up front, 16 bytes per resample and
+point (draws and counts), so the bound keeps a fit of 500 points under 1 GB; percentile
+CIs settle within a few thousand resamples."""
+
+
+def check_resamples(n: int, *, what: str = "bootstrap") -> None:
+    """Refuse more than ``MAX_RESAMPLES`` resamples before anything is allocated."""
+    if n > MAX_RESAMPLES:
+        raise AnalysisInputError(
+            f"{what}: {n} resamples exceed the maximum of {MAX_RESAMPLES:,} (drawn up front: "
+            f"16 bytes per resample and point; CIs settle within a few thousand)")
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,7 @@ def bootstrap_fit(
     each; True prints them to stderr; None: the enclosing ``reporting`` block's."""
     if n < 2:
         raise AnalysisInputError(f"bootstrap needs n >= 2 resamples, got {n}")
+    check_resamples(n)
     report = progress_fn(progress)
     start = time.perf_counter()
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from analysis.bootstrap import check_resamples
 from analysis.errors import AnalysisInputError
 from analysis.isoflop_budgets import Budgets, group_budgets, read_points
 from analysis.isoflop_parabola import BudgetFit, bootstrap_vertices, fit_budget
@@ -173,6 +174,7 @@ def _check_options(min_points: int, min_side: int, n_boot: int, level: float) ->
         raise AnalysisInputError(f"isoFLOP fit: min_side must be >= 1, got {min_side}")
     if n_boot < 0 or n_boot == 1:
         raise AnalysisInputError(f"isoFLOP fit: n_boot must be 0 or >= 2, got {n_boot}")
+    check_resamples(n_boot, what="isoFLOP fit")
     if not 0 < level < 1:
         raise AnalysisInputError(f"isoFLOP fit: level must be in (0, 1), got {level}")
 

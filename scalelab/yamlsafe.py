@@ -14,6 +14,11 @@ one), which wrap PyYAML's safe loader (libyaml's ``CSafeLoader`` when present) a
   cost O(file size) time and memory, however large the expansion would be. A recursive
   alias (``&a [*a]``) is refused too. Real configs use a handful of aliases (or none) and
   a few hundred nodes; the largest sweep specs of this repository have under 1,000.
+  Few aliases of a large scalar amplify too (99 references to a 10 MB string are 1 GB to
+  whoever walks them), so the same walk adds up the characters of every scalar with
+  aliases expanded and refuses a document whose expansion exceeds
+  max(:data:`MAX_EXPANSION` × its own length, :data:`MIN_EXPANDED_CHARS`): memory
+  downstream stays within a fixed multiple of the file size.
 - **Nesting limit.** libyaml's composer recurses in C and kills the process (SIGSEGV) on
   some 50,000 nested brackets; more than :data:`MAX_DEPTH` levels are refused on the event
   stream, before composing. Real configs nest under 10 levels.
@@ -37,8 +42,8 @@ import yaml
 
 from scalelab.errors import UserError
 
-__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_NODES", "YamlSyntaxError", "compose", "construct", "load",
-           "read_text"]
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_EXPANSION", "MAX_NODES", "MIN_EXPANDED_CHARS",
+           "YamlSyntaxError", "compose", "construct", "load", "read_text"]
 
 MAX_ALIASES = 100
 """Most alias references (``*name``) in one document; legit configs use a handful."""
@@ -47,6 +52,11 @@ MAX_NODES = 100_000
 a mapping entry is two: key and value). About 1 MB of alias-free YAML."""
 MAX_DEPTH = 100
 """Most levels of lists and mappings nested in each other."""
+MAX_EXPANSION = 4
+"""Most characters of scalars, with aliases expanded, per character of the document
+(without aliases the scalars hold at most the document's characters)."""
+MIN_EXPANDED_CHARS = 1 << 20
+"""Expanded scalar characters always allowed (1 Mi), however short the document."""
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader when PyYAML has it (about 10x faster; the same nodes and marks)."""
@@ -91,7 +101,7 @@ def compose(text: str, *, file: str) -> yaml.Node | None:
         loader.dispose()
     if node is not None:
         try:
-            _Check(file).visit(node, "")
+            _Check(file, max(MAX_EXPANSION * len(text), MIN_EXPANDED_CHARS)).visit(node, "")
         except RecursionError:
             raise YamlSyntaxError("invalid YAML: nesting too deep", file=file) from None
     return node
@@ -139,24 +149,25 @@ def _refused(what: str, event: yaml.Event, file: str) -> UserError:
 
 
 class _Check:
-    """One walk over a composed graph: expanded-node count, recursive aliases, duplicate
-    keys."""
+    """One walk over a composed graph: expanded-node count, expanded scalar characters,
+    recursive aliases, duplicate keys."""
 
-    def __init__(self, file: str):
-        self.file = file
-        self.sizes: dict[int, int] = {}
-        """id(node) -> its node count with aliases expanded (each node is walked once)."""
+    def __init__(self, file: str, max_chars: int):
+        self.file, self.max_chars = file, max_chars
+        self.sizes: dict[int, tuple[int, int]] = {}
+        """id(node) -> its (nodes, scalar characters) with aliases expanded (each node is
+        walked once)."""
         self.open: set[int] = set()
         """Nodes being walked (a node met again while open is a recursive alias)."""
 
-    def visit(self, node: yaml.Node, path: str) -> int:
+    def visit(self, node: yaml.Node, path: str) -> tuple[int, int]:
         key = id(node)
         if key in self.sizes:  # a second reference to a node: an alias, counted already
             return self.sizes[key]
         if key in self.open:
             raise self._error("refused: recursive alias (the node contains itself)", node, path)
         self.open.add(key)
-        size = 1
+        size = (1, 0)
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for key_node, value_node in node.value:
@@ -167,20 +178,30 @@ class _Check:
                         raise self._error("duplicate key (YAML would silently keep the last one)",
                                           key_node, sub)
                     seen.add(name)
-                size += self.visit(key_node, sub) + self.visit(value_node, sub)
-                self._bound(size, node, path)
+                size = self._add(size, self.visit(key_node, sub), node, path)
+                size = self._add(size, self.visit(value_node, sub), node, path)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
-                size += self.visit(item, f"{path}[{i}]")
-                self._bound(size, node, path)
+                size = self._add(size, self.visit(item, f"{path}[{i}]"), node, path)
+        else:
+            size = (1, len(node.value))
         self.open.discard(key)
         self.sizes[key] = size
         return size
 
-    def _bound(self, size: int, node: yaml.Node, path: str) -> None:
-        if size > MAX_NODES:
+    def _add(self, size: tuple[int, int], sub: tuple[int, int], node: yaml.Node,
+             path: str) -> tuple[int, int]:
+        """``size`` + ``sub``, refused past the bounds."""
+        nodes, chars = size[0] + sub[0], size[1] + sub[1]
+        if nodes > MAX_NODES:
             raise self._error(f"refused: more than {MAX_NODES:,} YAML nodes with aliases expanded",
                               node, path)
+        if chars > self.max_chars:
+            raise self._error(
+                f"refused: aliases expand its scalars to more than {self.max_chars:,} characters "
+                f"({MAX_EXPANSION}x the file's length, at least {MIN_EXPANDED_CHARS:,})",
+                node, path)
+        return nodes, chars
 
     def _error(self, message: str, node: yaml.Node, path: str) -> UserError:
         return UserError(message, file=f"{self.file}:{node.start_mark.line + 1}", key=path or None)

@@ -97,6 +97,7 @@ def fit_cmd(
     from rich.console import Console
 
     output = ProgressOutput.from_flags(log_format, quiet)
+    _check_bootstrap(bootstrap)
     if isoflop:
         return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
     key = (law or "powerlaw").strip().lower().replace("-", "_")
@@ -104,8 +105,6 @@ def fit_cmd(
         raise UserError(
             f"unknown law '{law}'{did_you_mean(key, LAWS)}; choose from {list(LAWS)}", key="--law"
         )
-    if bootstrap < 0 or bootstrap == 1:
-        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
     import warnings
 
     from analysis.errors import IdentifiabilityWarning
@@ -147,8 +146,6 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
     for flag, given in (("--law", law), ("--x", x), ("--group-by", group_by)):
         if given:
             raise UserError(f"--isoflop fits no law and takes no {flag}", key=flag)
-    if bootstrap < 0 or bootstrap == 1:
-        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
     with output:
         table = _runs_table(sweep, output.sink)
     try:
@@ -157,6 +154,17 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
     return 0
+
+
+def _check_bootstrap(resamples: int) -> None:
+    """--bootstrap: 0 (none) or 2 .. analysis.bootstrap.MAX_RESAMPLES, checked before any
+    data is read or any resample allocated."""
+    from analysis.bootstrap import MAX_RESAMPLES
+
+    if resamples < 0 or resamples == 1 or resamples > MAX_RESAMPLES:
+        raise UserError(f"--bootstrap must be 0 or >= 2 and at most {MAX_RESAMPLES:,} (resamples "
+                        f"are drawn up front: 16 bytes per resample and point), got {resamples}",
+                        key="--bootstrap")
 
 
 def _ensembles_table(sweep_dir: Path):
