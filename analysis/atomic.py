@@ -9,6 +9,7 @@ and ``scalelab.store.atomic`` adds its typed writers (JSON, YAML, parquet) on to
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,12 +18,20 @@ __all__ = ["write_atomic", "write_bytes_atomic", "write_text_atomic"]
 
 
 def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
-    """Call ``writer(tmp)`` on a temporary file in the target's directory, then rename it."""
+    """Call ``writer(tmp)`` on a temporary file in the target's directory, then rename it.
+
+    A failed write leaves the target as it was and raises an ``OSError`` that names
+    ``path``, the file the caller asked for, not the temporary file nobody knows of; a
+    writer's own error that wraps a system error (polars: "... (os error 28)") becomes
+    that ``OSError``, so a full disk reads the same whichever library wrote."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent
+        )
+    except OSError as err:
+        raise _naming(err, path) from err
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -30,10 +39,39 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as err:
         tmp_path.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise _naming(err, path) from err
+        code = _wrapped_errno(err) if isinstance(err, Exception) else None
+        if code is not None:
+            raise OSError(code, os.strerror(code), str(path)) from err
         raise
     return path
+
+
+_OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")
+"""How Rust-backed writers (polars, pyarrow's Rust parts) quote a system error."""
+
+
+def _wrapped_errno(err: Exception) -> int | None:
+    """The errno a library error quotes in its message, if any."""
+    found = _OS_ERROR_IN_TEXT.search(str(err))
+    return int(found.group(1)) if found else None
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """``err`` as raised on ``path``: the same class and errno, the target's name in place
+    of the temporary file's, the directory's, or none. Another path's error is returned
+    as it is."""
+    if err.errno is None or err.filename2 is not None:
+        return err
+    if err.filename is not None:
+        named, folder = Path(os.path.abspath(os.fsdecode(err.filename))), Path(os.path.abspath(path.parent))
+        ours = named == folder or (named.parent == folder and named.name.startswith(f".{path.name}."))
+        if not ours:
+            return err
+    return type(err)(err.errno, err.strerror, str(path))
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:

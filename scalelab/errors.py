@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import errno
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -36,3 +37,32 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest choice, or ``''`` when nothing is close."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_OS_HINTS = {
+    errno.EACCES: "not writable by this user; choose another path",
+    errno.EPERM: "not permitted; choose another path",
+    errno.EROFS: "read-only file system; choose another path",
+    errno.ENOSPC: "no space left on the device; free space and rerun (finished work is kept)",
+    errno.EDQUOT: "disk quota exceeded; free space and rerun (finished work is kept)",
+    errno.ENOTDIR: "a part of this path is a file, not a directory",
+    errno.EISDIR: "is a directory; a file was expected",
+    errno.EEXIST: "already exists and is not a directory",
+    errno.ENOENT: "no such file or directory",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ELOOP: "too many levels of symbolic links",
+}
+"""errno -> what to do, for the errors a user's paths and disks cause."""
+
+
+def os_error_message(err: OSError) -> str:
+    """One line for an ``OSError`` a command met on a path: ``PATH: what is wrong (strerror)``.
+
+    The path is the one the system call named (``err.filename``; for a rename or a link,
+    also ``err.filename2``). Line breaks in a path are escaped, as in ``UserError``."""
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    where = " -> ".join(paths)
+    reason = err.strerror or str(err) or type(err).__name__
+    hint = _OS_HINTS.get(err.errno or -1)
+    text = f"{hint} ({reason})" if hint else reason
+    return (f"{where}: {text}" if where else text).translate(_LINE_BREAKS)

@@ -1,6 +1,8 @@
 """``scalelab`` command line (README.md, "Common commands").
 
-Exit codes: 0 ok, 1 failure, 2 bad input.
+Exit codes: 0 ok, 1 failure, 2 bad input. An ``OSError`` that reaches the top (a path
+that cannot be written, a file where a directory belongs, a full disk) is bad input too:
+one line naming the path and what to do (``errors.os_error_message``), exit 2.
 
 Each verb lives in its own module and registers on ``scalelab.cli.app.app``; add a new
 module's name to ``_VERB_MODULES``.
@@ -12,7 +14,7 @@ import importlib
 import sys
 
 from scalelab.cli.app import app
-from scalelab.errors import EXIT_BAD_INPUT, UserError
+from scalelab.errors import EXIT_BAD_INPUT, UserError, os_error_message
 
 _VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next")
 
@@ -47,6 +49,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except aborts:
         sys.exit(1)
+    except BrokenPipeError:  # `scalelab ... | head`: the reader left; say nothing more
+        _silence_stdout()
+        sys.exit(0)
+    except OSError as err:
+        print(f"error: {os_error_message(err)}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     except exits as err:
         sys.exit(err.exit_code)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit cannot raise again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
