@@ -4,9 +4,12 @@ Input: the table ``scalelab collect`` writes (``scalelab.sweep.view.collect``: a
 run_id, name, state, N, N_non_embedding, D_unique, D_total, epochs, flops, final_loss,
 best_loss, wall_time_s, ...) or any polars DataFrame that already has N, D, U and loss.
 
-Runs that cannot enter a fit are dropped, each reason counted in a note:
-state other than COMPLETED (DIVERGED runs are terminal and excluded from fits;
+Runs that cannot enter a fit are dropped, each reason counted in a note: records that
+failed ``collect``'s verification (``records_verified`` False: a record file changed since
+its manifest, or another run's directory; their losses are null), state other than COMPLETED (DIVERGED runs are terminal and excluded from fits;
 FAILED, PREEMPTED, RUNNING, ... are incomplete), and missing or non-finite N, D, U or loss.
+Every run whose ``records_note`` is set (a corrupt record file, a failed verification) is
+named in a note of its own, so a report says which file of which run.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 
-__all__ = ["IN_SPEC", "LOSS_COLUMNS", "FitTable", "drop_stale", "prepare_runs"]
+__all__ = ["IN_SPEC", "LOSS_COLUMNS", "RECORDS_NOTE", "VERIFIED", "FitTable", "drop_stale",
+           "prepare_runs", "records_notes"]
 
 LOSS_COLUMNS = ("final_loss", "best_loss")
+RECORDS_NOTE = "records_note"
+"""runs.parquet's column: what ``collect`` found wrong with a run's record files."""
+VERIFIED = "records_verified"
+"""runs.parquet's column: False when a run's records failed verification."""
+_NAMED = 20
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,31 @@ def drop_stale(runs: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     return keep, None
 
 
+def records_notes(runs: pl.DataFrame) -> list[str]:
+    """One note per run whose ``records_note`` is set (the first ``_NAMED``, then a count):
+    its run directory (or id) and the note."""
+    if RECORDS_NOTE not in runs.columns:
+        return []
+    label = next((c for c in ("run_dir", "run_id", "name") if c in runs.columns), None)
+    flagged = runs.filter(pl.col(RECORDS_NOTE).is_not_null())
+    names = flagged[label].cast(pl.String).to_list() if label else ["run"] * flagged.height
+    notes = [f"records of {name}: {note}" for name, note in
+             zip(names[:_NAMED], flagged[RECORDS_NOTE].to_list()[:_NAMED])]
+    if flagged.height > _NAMED:
+        notes.append(f"... and {flagged.height - _NAMED} more run(s) with a records_note")
+    return notes
+
+
+def _drop_unverified(runs: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """``runs`` without those whose records failed verification, and a note counting them."""
+    if VERIFIED not in runs.columns:
+        return runs, None
+    keep = runs.filter(pl.col(VERIFIED).fill_null(True))
+    if bad := runs.height - keep.height:
+        return keep, f"excluded {bad} run(s) whose records failed verification (named above)"
+    return keep, None
+
+
 def prepare_runs(runs: pl.DataFrame, *, loss: str = "final_loss", n_column: str = "N") -> FitTable:
     """Select fit-ready rows: runs the sweep's latest spec plans (``drop_stale``), COMPLETED state (when a ``state`` column exists) and finite,
     positive N, D, U, loss. ``loss`` picks the runs-table column used as the loss."""
@@ -88,9 +122,12 @@ def prepare_runs(runs: pl.DataFrame, *, loss: str = "final_loss", n_column: str 
     if "loss" in runs.columns and loss in LOSS_COLUMNS and loss not in runs.columns:
         loss = "loss"  # a plain (N, D, U, loss) table
     runs, stale = drop_stale(runs)
-    table = _renamed(runs, loss, n_column)
     notes: list[str] = [stale] if stale else []
-    n_input = table.height
+    notes += records_notes(runs)
+    n_input = runs.height
+    runs, unverified = _drop_unverified(runs)
+    notes += [unverified] if unverified else []
+    table = _renamed(runs, loss, n_column)
     if "state" in table.columns:
         state = pl.col("state").cast(pl.Utf8).fill_null("NOT_STARTED")
         others = table.filter(state != "COMPLETED").select(state.alias("s"))["s"]

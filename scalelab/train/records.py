@@ -9,7 +9,8 @@ At the end, ``compact`` writes the single ``<table>.parquet`` and removes the pa
 
 Every table has a fixed schema (below), the same for every run and optimizer, so
 ``pl.scan_parquet("runs/*/metrics.parquet")`` reads a whole sweep in one call.
-``run_id`` is the 8-character short id (``identity.short_id``).
+``run_id`` is the run's id (config.yaml's ``run_id``), which ``collect`` checks against the
+plan. A finished run then hashes these files into its manifest (``records_manifest``).
 
 A corrupt record file (junk, truncated, wrong schema: ``record_files``) makes
 ``read_table`` raise a one-line ``CorruptRecordError``. A resuming run (``truncate``)
