@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 
 from scalelab.errors import UserError
+from scalelab.store.small_file import Unreadable, read_small
 
 __all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_EXPANSION", "MAX_NODES", "MIN_EXPANDED_CHARS",
            "YamlSyntaxError", "compose", "construct", "load", "read_text"]
@@ -66,13 +67,23 @@ class YamlSyntaxError(UserError):
     """Text that is not YAML at all (as opposed to YAML refused by the limits above)."""
 
 
+MAX_FILE_BYTES = 64 << 20
+"""The largest YAML file read (64 MiB): a spec or config is kilobytes; a device
+(``/dev/zero``), a FIFO or a huge file is refused before it fills memory or blocks."""
+
+
 def read_text(path: str | Path) -> str:
-    """The UTF-8 text of ``path``; unreadable or non-UTF-8 files are one-line UserErrors."""
+    """The UTF-8 text of ``path``; unreadable, oversized (``MAX_FILE_BYTES``), non-regular
+    or non-UTF-8 files are one-line UserErrors."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UserError(f"cannot read file ({err.strerror or type(err).__name__})",
+        data = read_small(str(path), MAX_FILE_BYTES).data
+    except FileNotFoundError:
+        raise UserError("no such file", file=str(path)) from None
+    except NotADirectoryError:
+        raise UserError("no such file (a part of the path is a file, not a directory)",
                         file=str(path)) from None
+    except Unreadable as err:
+        raise UserError(f"cannot read file ({err})", file=str(path)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
