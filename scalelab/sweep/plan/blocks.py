@@ -11,7 +11,6 @@ from typing import Any
 
 import polars as pl
 
-from scalelab.distill.resolve import resolve_teachers
 from scalelab.errors import UserError
 from scalelab.identity import IdCollision, RunIds, full_id, id_of, run_dir_name
 from scalelab.store.layout import BLOCK_COLUMN, RUNS_FOLDER
@@ -28,6 +27,10 @@ def _block_name(block: str, run_name: str, sweep_name: str) -> str:
 
 def expand_blocks(spec: Any, datasets: Any = None):
     """Concatenate the plans of ``spec.blocks`` (see the module docstring)."""
+    # Here, not at the top: scalelab.distill's package imports torch, which a plan without
+    # blocks never needs (3-4 s of every dry-run's start; bench/plan_scale.py).
+    from scalelab.distill.resolve import resolve_teachers
+
     configs: list = []
     derived: list = []
     launchers: list = []
