@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 from rich import box
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -39,6 +42,10 @@ _LABELS = {"optim.lr": "lr", "optim.weight_decay": "wd", "data.unique_tokens": "
            "train.batch_size": "bs", "data.seq_len": "T", "optim.scion_radii": "rho"}
 """Compact headers of axis columns; any other axis is shown by its last dotted part."""
 _RESOURCES_TITLE = "resources (one Slurm job array per line):"
+_NAME_COLUMNS = ("block", "size")
+"""Overview columns that name what a row is: never cut."""
+_UNBOUNDED = 100_000
+"""A width no plan table reaches: the width to measure a table's natural width at."""
 
 
 def human(x: Any, digits: int = 4) -> str:
@@ -91,25 +98,109 @@ def render_overview(plan: Plan, decisions: pl.DataFrame | None = None) -> Group:
     sizes = bool(rows["presets"].list.len().max()) or not blocks  # the first column when alone
     hours = rows["gpu_hours"].null_count() < rows.height  # no GPU-h column without throughput
     title = Text(f"plan: {plan.spec.name} (D: total tokens; GiB: predicted peak per GPU)")
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for header in ["block"] * blocks + ["size"] * sizes:
-        table.add_column(header, no_wrap=True)
-    for header in ("runs", "N", "D", "FLOPs", *["GPU-h"] * hours, "GiB", *axis_labels(axes)):
-        table.add_column(header, justify="right", no_wrap=True)
+    columns = [("size", "left")] * sizes + [(h, "right") for h in (
+        "runs", "N", "D", "FLOPs", *["GPU-h"] * hours, "GiB", *axis_labels(axes))]
     groups = rows.partition_by(plan_view.BLOCK, maintain_order=True) if blocks else [rows]
+    sections = []
     for group in groups:
-        for i, row in enumerate(group.iter_rows(named=True)):
-            label = [row[plan_view.BLOCK] if i == 0 else ""] if blocks else []
-            label += [", ".join(row["presets"])] if sizes else []
-            table.add_row(*label, *_stats(row, human(row["N"], 3), hours),
-                          *(_axis_cell(row[a]) for a in axes))
+        lines = [([", ".join(row["presets"])] * sizes + _stats(row, human(row["N"], 3), hours)
+                  + [_axis_cell(row[a]) for a in axes], None) for row in group.iter_rows(named=True)]
         if group.height > 1 and blocks:
-            subtotal = plan_view.subtotal(group)
-            table.add_row("", *[""] * sizes, *_stats(subtotal, "", hours), style="bold")
-        table.add_section()
+            lines.append(([""] * sizes + _stats(plan_view.subtotal(group), "", hours), "bold"))
+        sections.append(_Section(group[plan_view.BLOCK][0] if blocks else None, lines))
     total = _stats(plan_view.subtotal(rows), "", hours)
-    table.add_row("total", *[""] * (sizes and blocks), *total, style="bold")
-    return Group(title, table, *_legend(rows, axes), Text(""), _footer(plan, decisions))
+    view = _SizeTable(columns, sections, total)
+    return Group(title, view, *_legend(rows, axes), Text(""), _footer(plan, decisions))
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One block's rows of the overview: (cells, style) per row, its subtotal last."""
+
+    block: str | None
+    lines: list[tuple[list[str], str | None]]
+
+
+class _SizeTable:
+    """The overview's (block, size) table, never cutting a block or size name.
+
+    Where the console is not a terminal (a pipe, a log file) it renders at its natural
+    width, whatever the console's width: a saved plan keeps every column whole. On a
+    terminal it is one table with a ``block`` column when that fits; otherwise the block
+    names become lines of their own above their rows (the columns aligned across blocks),
+    and the name columns keep their full width while the number columns give way."""
+
+    def __init__(self, columns: list[tuple[str, str]], sections: list[_Section], total: list[str]):
+        self.columns, self.sections = columns, sections
+        self.blocks = sections[0].block is not None
+        self.total = [""] * (columns[0][0] == "size") + total
+        """The total row's cells, its name cell (if any) blank."""
+        rows = [[h for h, _ in columns], *(c for s in sections for c, _ in s.lines), self.total]
+        self.widths = [max(cell_len(r[i]) for r in rows if i < len(r)) for i in range(len(columns))]
+        """Per column, its widest cell: one width for every block's table."""
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._wide())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self._wide()
+        natural = Measurement.get(console, options.update_width(_UNBOUNDED), wide).maximum
+        if not console.is_terminal:
+            yield from console.render(wide, options.update_width(max(natural, options.max_width)))
+        elif natural <= options.max_width or not self.blocks:
+            yield wide
+        else:
+            yield from self._stacked()
+
+    def _wide(self) -> Table:
+        """One table, the block in the first column (its name on the block's first row)."""
+        if not self.blocks:
+            return self._filled(self._table(self.columns, self.widths), self.sections,
+                                ["total", *self.total[1:]])
+        width = max(cell_len(name) for name in ["total", *(b.block for b in self.sections)])
+        table = self._table([("block", "left"), *self.columns], [width, *self.widths])
+        for section in self.sections:
+            for i, (cells, style) in enumerate(section.lines):
+                table.add_row(section.block if i == 0 else "", *cells, style=style)
+            table.add_section()
+        table.add_row("total", *self.total, style="bold")
+        return table
+
+    def _stacked(self) -> RenderResult:
+        """One table per block under a line naming it, every column at one fixed width."""
+        yield self._table(self.columns, self.widths, fixed=True)
+        for section in self.sections:
+            yield Text(section.block or "", style="bold")
+            yield self._filled(self._table(self.columns, self.widths, fixed=True, header=False),
+                               [section])
+        yield Text("total", style="bold")
+        yield self._filled(self._table(self.columns, self.widths, fixed=True, header=False), [],
+                           self.total)
+
+    @staticmethod
+    def _filled(table: Table, sections: list[_Section], total: list[str] | None = None) -> Table:
+        """``table`` with the rows of ``sections``, then ``total`` (bold) if given."""
+        for section in sections:
+            for cells, style in section.lines:
+                table.add_row(*cells, style=style)
+            table.add_section()
+        if total is not None:
+            table.add_row(*total, style="bold")
+        return table
+
+    @staticmethod
+    def _table(columns: list[tuple[str, str]], widths: list[int], *, fixed: bool = False,
+               header: bool = True) -> Table:
+        """A table of ``columns`` (header, justify). A name column (block, size) is never
+        narrower than its width; ``fixed``: every other column at its width too (the
+        stacked tables align), else at its content's."""
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                      collapse_padding=True, show_header=header)
+        for (head, justify), width in zip(columns, widths):
+            name = head in _NAME_COLUMNS
+            table.add_column(head, justify=justify, no_wrap=True, min_width=width if name else None,
+                             width=width if fixed and not name else None)
+        return table
 
 
 def render_plan(plan: Plan, decisions: pl.DataFrame | None = None, *,
