@@ -43,7 +43,8 @@ def test_run_dir_holds_every_file(done):
         assert (run_dir / name).exists(), name
     assert not (run_dir / "metrics").exists()  # parts compacted away
     doc = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert len(doc["run_id"]) == 8 and run_dir.name != doc["run_id"]
+    assert len(doc["run_id"]) == 32 and run_dir.name != doc["run_id"]
+    assert doc["run_id_full"].startswith(doc["run_id"]) and len(doc["run_id_full"]) == 64
     assert doc["derived"]["steps"] == STEPS
     assert doc["derived"]["total_tokens"] == STEPS * 4 * 32
     assert doc["derived"]["n_params"] > 40_000 and doc["derived"]["flops"] > 0
