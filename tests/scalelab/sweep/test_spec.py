@@ -121,7 +121,7 @@ def test_errors_name_file_line_key(text, expected):
 
 
 def test_load_spec_missing_file(tmp_path):
-    with pytest.raises(UserError, match="cannot read file"):
+    with pytest.raises(UserError, match="no such file"):
         load_spec(tmp_path / "nope.yaml")
 
 
