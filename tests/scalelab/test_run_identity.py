@@ -14,12 +14,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from scalelab import identity
+from scalelab import identity, strict
 from scalelab.config import RunConfig, load_run_config
 from scalelab.errors import UserError
 from scalelab.identity import full_id, run_dir_name, run_id
+from scalelab.store.atomic import write_yaml_atomic
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.spec.load import parse_spec
+from scalelab.sweep.view.explain import explain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))
 from lifecycle_helpers import cli  # noqa: E402
@@ -160,3 +162,16 @@ def test_a_150000_run_grid_plans_with_distinct_ids():
     plan = expand(spec)
     assert len(plan) == 150_000
     assert plan.table.select(pl.col("run_id", "run_dir").n_unique()).row(0) == (150_000, 150_000)
+
+
+def test_explain_compares_full_ids(pair, tmp_path, monkeypatch):
+    """Two configs sharing a short run id are still two runs to `scalelab explain`."""
+    monkeypatch.setattr(identity, "ID_HEX", 8, raising=False)
+    paths = []
+    for name, cfg in zip("ab", pair):
+        paths.append(tmp_path / f"{name}.yaml")
+        write_yaml_atomic(paths[-1], strict.to_dict(cfg))
+    ex = explain(*paths)
+    assert not ex.same_id
+    assert {key for key, _, _ in ex.identity} == {"optim.lr", "train.init_seed", "data.seed"}
+    assert "identity field(s) differ" in "\n".join(ex.lines())
