@@ -14,7 +14,8 @@ A condition is one of two forms:
   refused. A constant compared with a bare ``pl.col(...)`` is typed by that column.
 
 Several conditions are ANDed. Every bad condition (unknown column, with a did-you-mean;
-untyped value; refused syntax; a polars error) is one AnalysisInputError line.
+untyped value; an integer constant outside 64 bits; refused syntax; a polars error, an
+argument out of its range included) is one AnalysisInputError line.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
     ast.Invert: operator.invert, ast.USub: operator.neg, ast.UAdd: operator.pos,
 }  # fmt: skip
 _MAX_LENGTH = 2000
+_INT64 = range(-(2**63), 2**63)
+"""Integer constants polars can hold."""
+_ERRORS = (TypeError, ValueError, AttributeError, OverflowError, pl.exceptions.PolarsError)
+"""What polars raises on a condition it cannot build or evaluate (an argument out of its
+range, e.g. ``round(-1)``, is an OverflowError)."""
 
 
 def _column(name: Any, schema: Mapping[str, pl.DataType]) -> str:
@@ -129,9 +135,12 @@ class _Builder:
         return self.build(node.body)
 
     def _Constant(self, node: ast.Constant) -> Any:
-        if node.value is None or isinstance(node.value, (bool, int, float, str)):
-            return node.value
-        raise AnalysisInputError(f"constant {node.value!r} is not allowed")
+        value = node.value
+        if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+            raise AnalysisInputError(f"integer {_digits(value)} does not fit in 64 bits")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise AnalysisInputError(f"constant {value!r} is not allowed")
 
     def _List(self, node: ast.List | ast.Tuple) -> list[Any]:
         return [self._constant(e) for e in node.elts]
@@ -243,6 +252,16 @@ def _is_pl(node: ast.AST, attr: str) -> bool:
     )
 
 
+def _digits(value: int) -> str:
+    """A huge integer for a message: its first digits and its length."""
+    text = str(abs(value))
+    return f"{'-' if value < 0 else ''}{text[:12]}... ({len(text)} digits)"
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
 def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return f"name '{node.id}'"
@@ -273,9 +292,8 @@ def parse_where(text: str, schema: Mapping[str, pl.DataType]) -> pl.Expr:
         raise AnalysisInputError(f"where {text!r}: {err}") from None
     except RecursionError:
         raise AnalysisInputError(f"where {text[:40]!r}...: nested too deeply") from None
-    except (TypeError, ValueError, AttributeError, pl.exceptions.PolarsError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise AnalysisInputError(f"where {text!r}: {first}") from None
+    except _ERRORS as err:
+        raise AnalysisInputError(f"where {text!r}: {_first_line(err)}") from None
     if not isinstance(expr, pl.Expr):
         raise AnalysisInputError(f"where {text!r}: not a condition on columns")
     return expr
@@ -287,9 +305,8 @@ def select_runs(frame: pl.DataFrame, where: Sequence[str] = ()) -> pl.DataFrame:
         expr = parse_where(text, frame.schema)
         try:
             mask = frame.select(expr.alias("_where")).to_series()
-        except pl.exceptions.PolarsError as err:
-            first = str(err).strip().splitlines()[0]
-            raise AnalysisInputError(f"where {text!r}: {first}") from None
+        except _ERRORS as err:
+            raise AnalysisInputError(f"where {text!r}: {_first_line(err)}") from None
         if mask.dtype != pl.Boolean:
             raise AnalysisInputError(f"where {text!r}: gives {mask.dtype} values, not true/false")
         frame = frame.filter(mask.fill_null(False))

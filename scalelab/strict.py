@@ -10,7 +10,8 @@ mappings of those. Every error names the file and the dotted key path.
 
 Numeric fields declare the values they accept where they are declared:
 ``lr: float = strict.bounded(3e-3, ge=0)`` is a field with default 3e-3 whose values must
-be >= 0 (items of a tuple field each; None passes an Optional field). ``build`` and
+be >= 0 (items of a tuple field each; None passes an Optional field); an integer must
+also fit in 64 bits. ``build`` and
 ``check_range`` (the planner's values) enforce them, so what a run would refuse is refused
 where the value is written.
 """
@@ -30,6 +31,8 @@ from scalelab.errors import UserError, did_you_mean
 
 T = TypeVar("T")
 
+INT64 = range(-(2**63), 2**63)
+"""Integers a ranged field holds at most: what torch and numpy compute with."""
 RANGE = "scalelab.range"
 """The field-metadata key of a field's ``Range``."""
 
@@ -86,9 +89,11 @@ def check_range(rng: Range | None, value: Any, *, file: str | None, path: str) -
     if rng is None or value is None:
         return value
     for i, item in enumerate(_items(value)):
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and item not in rng:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and (
+                item not in rng or (isinstance(item, int) and item not in INT64)):
             where = f"{path}[{i}]" if isinstance(value, tuple) else path
-            raise UserError(f"{shown(item)} is out of range: expected {rng}", file=file,
+            raise UserError(f"{shown(item)} is out of range: expected {rng}"
+                            f"{'' if item in INT64 else ' and within 64 bits'}", file=file,
                             key=where)
     return value
 

@@ -18,8 +18,9 @@ the last one: it rounds up to a few levels, e.g. time limits that keep runs in f
 arrays. Rules are parsed with ``ast`` and evaluated by walking the tree;
 nothing is ever passed to ``eval``. Arithmetic is in float64 (so ``10**10**10``
 overflows instead of hanging); integer targets are rounded to the nearest integer by
-the planner. Parse errors, unknown names (with did-you-mean), division by zero and
-domain errors are one-line ``UserError``s naming the rule.
+the planner. Parse errors, unknown names (with did-you-mean), an integer constant too
+large for a float64, division by zero and domain errors are one-line ``UserError``s
+naming the rule.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from scalelab import strict
 from scalelab.errors import UserError, did_you_mean
 
 __all__ = ["FUNCTIONS", "SPECIAL_NAMES", "Rule", "order_rules", "parse_rule"]
@@ -164,7 +166,11 @@ def _compile(node: ast.AST, text: str, key: str, known: set[str], names: set[str
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
             raise bad(f"constant {node.value!r}")
-        value = float(node.value)
+        try:
+            value = float(node.value)
+        except OverflowError:  # an integer past float64's ~1.8e308
+            raise UserError(f"rule {text!r}: {strict.shown(node.value)} is too large for a "
+                            "float64 (at most about 1.8e308)", key=key) from None
         return lambda env: value
     if isinstance(node, ast.BinOp):
         op = _BINOPS.get(type(node.op))
