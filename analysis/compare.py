@@ -76,6 +76,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from analysis.bootstrap import check_resamples
 from analysis.errors import AnalysisInputError
 from analysis.fit import FitResult, fit_law
 from analysis.laws import PowerLaw
@@ -319,6 +320,7 @@ def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
         raise AnalysisInputError(f"level must be in (0, 1), got {level}")
     if n_boot < 2:
         raise AnalysisInputError(f"n_boot must be >= 2, got {n_boot}")
+    check_resamples(n_boot, what="paired bootstrap")
     _check(runs_a, names[0])
     _check(runs_b, names[1])
     shared = np.intersect1d(runs_a["N"].cast(pl.Float64).unique().to_numpy(),

@@ -33,7 +33,7 @@ def compare_cmd(
     resample: str = typer.Option(
         "sizes+seeds", "--resample",
         help="sizes+seeds (two-stage: sizes, then seeds) or seeds (sizes fixed)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     recipe: list[str] = typer.Option(
         [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
@@ -48,8 +48,11 @@ def compare_cmd(
                         key="--resample")
     if not 0 < level < 1:
         raise UserError(f"must be in (0, 1), got {level}", key="--level")
-    if n_boot < 2:
-        raise UserError(f"must be >= 2, got {n_boot}", key="--n-boot")
+    from analysis.bootstrap import MAX_RESAMPLES
+
+    if not 2 <= n_boot <= MAX_RESAMPLES:
+        raise UserError(f"must be >= 2 and at most {MAX_RESAMPLES:,} (resamples are drawn up "
+                        f"front), got {n_boot}", key="--n-boot")
     if recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
     from analysis.compare import compare_recipes

@@ -91,7 +91,7 @@ def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
 def report_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
     bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     recipe: list[str] = typer.Option(
         [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."
