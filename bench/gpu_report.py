@@ -1,6 +1,6 @@
 """The device, its peak FLOP/s, and the report files of ``bench/gpu.py`` (JSON + markdown).
 
-The peak dense bf16 FLOP/s per GPU and MFU are the train loop's (``scalelab.train.mfu``,
+The peak dense bf16 FLOP/s per GPU and MFU are the train loop's (``scalelab.train.console.mfu``,
 with the datasheets cited there): one table; a device not in it gets no MFU.
 """
 
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scalelab.train.mfu import PEAK_BF16_TFLOPS, peak_tflops
+from scalelab.train.console.mfu import PEAK_BF16_TFLOPS, peak_tflops
 
 __all__ = [
     "PEAK_BF16_TFLOPS", "device_info", "peak_tflops", "save", "slug", "timestamp", "to_markdown",

@@ -164,7 +164,7 @@ class TrainConfig:
     compile: bool = False
     """Wrap the model in torch.compile (with parallelism 'fsdp': each block). Operational."""
     parallelism: Literal["ddp", "fsdp"] = "ddp"
-    """How more than one process shares the model (``scalelab.train.fsdp``): 'ddp' replicates
+    """How more than one process shares the model (``scalelab.train.parallel.fsdp``): 'ddp' replicates
     it (DistributedDataParallel: gradients all-reduced); 'fsdp' shards parameters, gradients
     and optimizer state over the ranks (FSDP2 ``fully_shard`` per transformer block, then the
     root; Muon and Scion in their fsdp modes) and checkpoints with torch.distributed.checkpoint

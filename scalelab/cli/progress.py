@@ -3,7 +3,7 @@ for the events their libraries report (``analysis.progress.Progress``: fits, boo
 report sections; ``scalelab.tune.study.TrialProgress``; ``scalelab.sweep.view.collect.
 CollectProgress``), always on stderr so that stdout keeps the command's result.
 
-The mode follows ``scalelab train``'s settings (``scalelab.train.progress_log.LogSettings``:
+The mode follows ``scalelab train``'s settings (``scalelab.train.console.progress_log.LogSettings``:
 the flags, else ``SCALELAB_LOG_FORMAT`` / ``SCALELAB_QUIET``):
 
 - ``-q`` / ``--quiet``: nothing (the libraries are given no callback at all);
@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Self
 
 import typer
 
-from scalelab.train.progress_log import LogSettings
+from scalelab.train.console.progress_log import LogSettings
 
 if TYPE_CHECKING:
     from analysis.progress import Progress, Reporter

@@ -154,8 +154,8 @@ def _spec_copy(console: Console, spec: Path, loaded, plan, sweep_dir: Path) -> s
 
 def _pass_log_settings(output: ProgressOutput) -> None:
     """Hand ``-q`` / ``--log-format`` to the jobs through their environment (local jobs and
-    Slurm jobs inherit it; ``scalelab.train.progress_log.LogSettings.from_env``)."""
-    from scalelab.train.progress_log import LOG_FORMAT_ENV, QUIET_ENV
+    Slurm jobs inherit it; ``scalelab.train.console.progress_log.LogSettings.from_env``)."""
+    from scalelab.train.console.progress_log import LOG_FORMAT_ENV, QUIET_ENV
 
     os.environ[LOG_FORMAT_ENV] = output.settings.format
     if output.settings.quiet:

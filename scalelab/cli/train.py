@@ -5,7 +5,7 @@ Exit codes: 0 COMPLETED, 3 DIVERGED, 75 PREEMPTED (checkpointed; relaunch resume
 directory that had already ended trains nothing and says so in one line: exit 0 when it
 was COMPLETED, 2 when it was DIVERGED (never relaunched; remove the directory).
 
-Output (``scalelab.train.progress_log``): a progress line every ``train.log_every`` steps
+Output (``scalelab.train.console.progress_log``): a progress line every ``train.log_every`` steps
 (step/total, loss, tokens/s, MFU on a known GPU, elapsed, ETA) and a line per eval.
 ``-q``/``--quiet`` drops those two kinds (one-off messages and errors remain);
 ``--log-format json`` prints every line as one JSON object (for cluster logs). Without the
@@ -46,7 +46,7 @@ def train_cmd(
     """Train one run; a relaunch on the same run directory resumes from its checkpoint."""
     from scalelab.config import load_run_config
     from scalelab.identity import run_dir_name
-    from scalelab.train.progress_log import LogSettings
+    from scalelab.train.console.progress_log import LogSettings
 
     log = LogSettings.from_env().overridden(fmt=log_format, quiet=quiet or None)
     cfg = load_run_config(config, list(overrides or []))

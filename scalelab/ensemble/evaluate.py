@@ -7,7 +7,7 @@ K = 1..M is scored in one pass over the held-out batches (``PrefixEnsemble``), a
 member is also scored alone, on the same batches, so the ensemble can be compared with
 each of its members.
 
-Rows follow the evals schema (``train.records.EVALS_SCHEMA``) plus ``members`` (K) and ``method``:
+Rows follow the evals schema (``train.records.records.EVALS_SCHEMA``) plus ``members`` (K) and ``method``:
 
     run_id       the ensemble group's id (8 hex chars; the members' identity minus ``member``)
     step, tokens the members' final step / training tokens (the minimum over members)

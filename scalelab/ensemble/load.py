@@ -1,7 +1,7 @@
 """Loading trained runs back from their run directories.
 
 A run directory holds ``config.yaml`` (the resolved RunConfig plus derived quantities)
-and ``checkpoint/step-*/state.pt`` (``scalelab.train.checkpoint``); the newest checkpoint
+and ``checkpoint/step-*/state.pt`` (``scalelab.train.checkpoint.directory``); the newest checkpoint
 of a COMPLETED run holds its final weights. Used by ensemble evaluation and by teacher
 generation / logit KD. The checkpoint is verified against its manifest and unpickled with
 ``weights_only=True``: a corrupt one, or one whose pickle would run code, is a one-line
@@ -73,7 +73,7 @@ def model_digest(state: dict[str, torch.Tensor]) -> str:
 def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *, require_completed: bool = True) -> TrainedRun:
     """The final model of a run, in eval mode, in fp32, on ``device``."""
     from scalelab.model import build_model
-    from scalelab.train.checkpoint import load_final
+    from scalelab.train.checkpoint.directory import load_final
 
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)

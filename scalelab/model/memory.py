@@ -158,7 +158,7 @@ class Numerics:
 def numerics(setup: Setup) -> Numerics:
     """Dtypes implied by precision, parallelism and FSDP's param dtype (as the trainer runs
     them: autocast in 'bf16-autocast'; FSDP's MixedPrecisionPolicy casts parameters to p, the
-    rule of ``scalelab.train.fsdp.param_dtype_for``, so a bf16 p makes the embedding output,
+    rule of ``scalelab.train.parallel.fsdp.param_dtype_for``, so a bf16 p makes the embedding output,
     hence the residual stream, bf16)."""
     stored = 2 if setup.precision == "bf16-pure" else 4
     autocast = setup.precision == "bf16-autocast"

@@ -133,7 +133,7 @@ def set_aside_corrupt(run_dir: str | Path) -> dict[str, Any] | None:
     try:
         return read_status(run_dir)
     except CorruptStatus as err:
-        from scalelab.train.record_files import set_aside
+        from scalelab.train.records.record_files import set_aside
 
         moved = set_aside(Path(run_dir) / STATUS_FILE)
         print(f"{err.file}: corrupt run status ({err.why}); set aside as {moved.name}",

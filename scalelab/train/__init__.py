@@ -4,17 +4,23 @@
     from scalelab.train import train
     state = train(load_run_config("sweeps/examples/train_cpu.yaml"), "runs/demo")
 
-Pieces, one concept per module: ``optimizers`` (name -> builder registry), ``schedules``
-(pure lr multipliers), ``step`` (forward/backward, eval), ``records`` (tidy parquet),
-``record_files`` / ``record_gaps`` / ``records_check`` (corrupt record files: detection,
-lost steps, the quick look of status and collect), ``divergence`` (the pure DIVERGED
-rule), ``checkpoint`` (atomic, resumable), ``run_checkpoint`` (which rank writes what, and
-loading back), ``dcp`` (sharded checkpoint files), ``fsdp`` (FSDP2 sharding), ``norms``
-(per-layer norm records), ``distributed`` (torchrun/srun detection, DDP sharding),
-``precision``, ``seeds``, ``signals``, ``meta``, ``tracker`` (optional wandb),
-``sweep_context`` (a run's sweep, block and axes, for W&B), and the run's printed lines:
-``progress_log`` (pure formatting, text or JSON), ``progress_meter`` (tokens/s, ETA),
-``mfu`` (peak FLOP/s table), ``console`` (printing, quiet or not).
+At the top, the loop and what it calls each step: ``loop`` (``train``), ``step``
+(forward/backward, eval), ``schedules`` (pure lr multipliers), ``optimizers`` (name ->
+builder registry), ``divergence`` (the pure DIVERGED rule), ``precision``, ``seeds``,
+``signals``, ``meta``. Below them, folders by concept, in import order (a folder imports
+only those before it, never the top; ``tests/test_architecture.py`` holds it):
+
+1. ``parallel/``: ``distributed`` (torchrun/srun detection, DDP sharding), ``fsdp`` (FSDP2).
+2. ``checkpoint/``: ``directory`` (the atomic, verified ``step-N`` directories),
+   ``training_state`` (which rank writes what, and loading back into model and
+   optimizer), ``dcp`` (sharded checkpoint files), ``manifest`` (sizes and sha256), ``rng``.
+3. ``records/``: ``records`` (tidy parquet), ``norms`` (per-layer norm records),
+   ``record_files`` / ``record_gaps`` / ``records_check`` (corrupt record files: detection,
+   lost steps, the quick look of status and collect), ``records_manifest``.
+4. ``console/``: the run's printed lines, ``progress_log`` (pure formatting, text or JSON),
+   ``progress_meter`` (tokens/s, ETA), ``mfu`` (peak FLOP/s table), ``console`` (printing,
+   quiet or not); ``tracker`` (optional wandb) and ``sweep_context`` (a run's sweep, block
+   and axes, for W&B).
 """
 
 from importlib import import_module

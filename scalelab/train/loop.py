@@ -9,13 +9,13 @@ Per step: lr from the schedule -> forward/backward over micro-batches (DDP syncs
 last; FSDP, ``train.parallelism: fsdp``, reduce-scatters after each) -> one all-reduce of
 (loss, preempt flag) -> divergence check -> grad clipping -> optimizer step -> records.
 Activation checkpointing (``scalelab.model.checkpointing``) and FSDP2 sharding
-(``scalelab.train.fsdp``) are applied to the model before the optimizer is built;
-checkpoints go through ``scalelab.train.run_checkpoint`` (one ``state.pt``, or DCP files
+(``scalelab.train.parallel.fsdp``) are applied to the model before the optimizer is built;
+checkpoints go through ``scalelab.train.checkpoint.training_state`` (one ``state.pt``, or DCP files
 per rank when sharded). Evals every ``eval_every`` and at the last step; norms every
 ``norms_every``; checkpoints every ``checkpoint_every``, on SIGTERM/SIGUSR1 and at the end.
 Every ``log_every`` steps (and at the last): a metrics row and a progress line (loss,
-tokens/s, MFU on GPU, ETA: ``scalelab.train.progress_log``, printed per ``LogSettings``:
-text or JSON lines, or quiet). W&B, when ``cfg.wandb``: ``scalelab.train.tracker``.
+tokens/s, MFU on GPU, ETA: ``scalelab.train.console.progress_log``, printed per ``LogSettings``:
+text or JSON lines, or quiet). W&B, when ``cfg.wandb``: ``scalelab.train.console.tracker``.
 Exit states: COMPLETED, DIVERGED (non-finite loss, or loss above ``divergence_factor`` x
 ln(vocab) or ``loss_ceiling``: ``scalelab.train.divergence``), PREEMPTED
 (signal; resumable), FAILED (exception; status.json holds the error, the exception
@@ -49,27 +49,27 @@ from scalelab.model.checkpointing import apply_activation_checkpointing
 from scalelab.model.micro_batch import device_memory_gib, micro_batch
 from scalelab.store.atomic import write_json_atomic, write_yaml_atomic
 from scalelab.store.status import State, read_status, update_status
-from scalelab.train import checkpoint as ckpt
-from scalelab.train import distributed as dst
-from scalelab.train import fsdp
-from scalelab.train import run_checkpoint as run_ckpt
-from scalelab.train.console import Console
+from scalelab.train.checkpoint import directory as ckpt
+from scalelab.train.checkpoint import training_state as run_ckpt
+from scalelab.train.console.console import Console
+from scalelab.train.console.mfu import device_peak_flops
+from scalelab.train.console.progress_log import EvalLine, LogSettings, ProgressLine
+from scalelab.train.console.progress_meter import ProgressMeter
+from scalelab.train.console.sweep_context import sweep_context
+from scalelab.train.console.tracker import Tracker, tracker_setup
 from scalelab.train.divergence import DivergenceMonitor, DivergenceRule
 from scalelab.train.meta import collect_meta
-from scalelab.train.mfu import device_peak_flops
-from scalelab.train.norms import NormRecorder
 from scalelab.train.optimizers import build_optimizer
+from scalelab.train.parallel import distributed as dst
+from scalelab.train.parallel import fsdp
 from scalelab.train.precision import autocast_context, prepare_model
-from scalelab.train.progress_log import EvalLine, LogSettings, ProgressLine
-from scalelab.train.progress_meter import ProgressMeter
-from scalelab.train.records import Records
-from scalelab.train.records_manifest import write_records_manifest
+from scalelab.train.records.norms import NormRecorder
+from scalelab.train.records.records import Records
+from scalelab.train.records.records_manifest import write_records_manifest
 from scalelab.train.schedules import lr_at
 from scalelab.train.seeds import run_seeds
 from scalelab.train.signals import PreemptionFlag
 from scalelab.train.step import evaluate, forward_backward, micro_batches
-from scalelab.train.sweep_context import sweep_context
-from scalelab.train.tracker import Tracker, tracker_setup
 
 __all__ = ["train"]
 

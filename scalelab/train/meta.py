@@ -16,7 +16,7 @@ import torch
 
 import scalelab
 from scalelab.store.status import now
-from scalelab.train.distributed import DistEnv
+from scalelab.train.parallel.distributed import DistEnv
 
 __all__ = ["collect_meta", "git_info"]
 

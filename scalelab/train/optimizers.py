@@ -35,7 +35,7 @@ from torch import nn
 
 from scalelab.config import OptimConfig
 from scalelab.errors import UserError, did_you_mean
-from scalelab.train.fsdp import is_sharded
+from scalelab.train.parallel.fsdp import is_sharded
 
 __all__ = ["REGISTRY", "build_optimizer", "decay_groups", "register"]
 

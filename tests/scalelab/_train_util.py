@@ -110,7 +110,7 @@ def write_malicious_checkpoint(run_dir: Path, step: int, marker: Path) -> Path:
     """``run_dir/checkpoint/step-<step>/state.pt`` whose pickle calls ``os.system``, with a
     manifest that matches it (whoever can write the file can hash it): only the weights-only
     loader stands in the way. Returns the state.pt path."""
-    from scalelab.train.manifest import file_digest, write_manifest
+    from scalelab.train.checkpoint.manifest import file_digest, write_manifest
 
     directory = Path(run_dir) / "checkpoint" / f"step-{step:09d}"
     directory.mkdir(parents=True)
@@ -121,7 +121,7 @@ def write_malicious_checkpoint(run_dir: Path, step: int, marker: Path) -> Path:
 
 def final_state(run_dir: Path) -> dict:
     """The newest checkpoint's state dict."""
-    from scalelab.train.checkpoint import load_checkpoint
+    from scalelab.train.checkpoint.directory import load_checkpoint
 
     state = load_checkpoint(run_dir)
     assert state is not None, f"no checkpoint in {run_dir}"

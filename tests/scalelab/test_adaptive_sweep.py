@@ -147,7 +147,7 @@ def test_the_sweep_command_runs_the_loop_and_refuses_half_flags(tmp_path, capsys
     --budget without --adaptive (and the reverse) is one line, exit 2; ``-q`` reaches the
     jobs through SCALELAB_QUIET."""
     from scalelab.cli import main
-    from scalelab.train.progress_log import LOG_FORMAT_ENV, QUIET_ENV
+    from scalelab.train.console.progress_log import LOG_FORMAT_ENV, QUIET_ENV
 
     for name in (QUIET_ENV, LOG_FORMAT_ENV):  # the command sets them: restored afterwards
         monkeypatch.delenv(name, raising=False)

@@ -15,8 +15,8 @@ from _train_util import write_malicious_checkpoint
 from scalelab.config import load_run_config
 from scalelab.errors import UserError
 from scalelab.model import build_model
-from scalelab.train import checkpoint as ckpt
-from scalelab.train.manifest import FORMAT, FileDigest, check_manifest, manifest_doc
+from scalelab.train.checkpoint import directory as ckpt
+from scalelab.train.checkpoint.manifest import FORMAT, FileDigest, check_manifest, manifest_doc
 from scalelab.train.optimizers import build_optimizer
 
 

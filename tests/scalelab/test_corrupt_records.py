@@ -24,10 +24,10 @@ from scalelab.sweep.view.collect import collect
 from scalelab.sweep.view.status import sweep_states
 from scalelab.train import step as step_mod
 from scalelab.train import train
-from scalelab.train.record_files import SET_ASIDE_MARK, CorruptRecordError, read_record_file
-from scalelab.train.record_gaps import lost_steps, uncovered
-from scalelab.train.records import Records, read_table
-from scalelab.train.records_check import check_records
+from scalelab.train.records.record_files import SET_ASIDE_MARK, CorruptRecordError, read_record_file
+from scalelab.train.records.record_gaps import lost_steps, uncovered
+from scalelab.train.records.records import Records, read_table
+from scalelab.train.records.records_check import check_records
 
 
 def damage(path: Path, how: str) -> None:

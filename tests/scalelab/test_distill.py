@@ -21,7 +21,7 @@ from scalelab.distill.mixture import MixtureStream, open_synthetic, split_batch
 from scalelab.model import build_model
 from scalelab.store.atomic import write_yaml_atomic
 from scalelab.store.status import State, update_status
-from scalelab.train.checkpoint import save_checkpoint
+from scalelab.train.checkpoint.directory import save_checkpoint
 
 
 def _model(seed: int, preset: str = "cpu-50k", **kw) -> torch.nn.Module:

@@ -106,7 +106,7 @@ def _member_run(root, k: int, dataset: str, *, preset: str = "cpu-50k"):
     from scalelab.model import build_model
     from scalelab.store.atomic import write_yaml_atomic
     from scalelab.store.status import State, update_status
-    from scalelab.train.checkpoint import save_checkpoint
+    from scalelab.train.checkpoint.directory import save_checkpoint
 
     cfg = RunConfig(
         name=f"ens_member={k}",

@@ -53,8 +53,9 @@ from _waits import CEILING_S
 
 from scalelab.config import load_run_config
 from scalelab.store.status import State, read_status
-from scalelab.train import checkpoint as ckpt
-from scalelab.train import dcp, train
+from scalelab.train.checkpoint import directory as ckpt
+from scalelab.train import train
+from scalelab.train.checkpoint import dcp
 
 STEPS = 8
 STEP1_ULPS = 4
@@ -198,7 +199,7 @@ def test_a_dcp_metadata_that_would_run_code_is_refused_as_corrupt(tmp_path):
     is refused by the allowlisting unpickler, reported in one line, never run."""
     from _train_util import CodeRunningPickle
 
-    from scalelab.train.manifest import file_digest, write_manifest
+    from scalelab.train.checkpoint.manifest import file_digest, write_manifest
 
     marker = tmp_path / "code-ran"
     directory = tmp_path / "run" / "checkpoint" / "step-000000004"
@@ -230,7 +231,7 @@ def test_activation_checkpointing_under_fsdp_changes_no_bit(runs):
 
 
 def test_fsdp_param_dtype_follows_precision_unless_set():
-    from scalelab.train.fsdp import param_dtype_for
+    from scalelab.train.parallel.fsdp import param_dtype_for
 
     assert param_dtype_for("auto", "bf16-autocast") == torch.bfloat16
     assert param_dtype_for("auto", "fp32") is None

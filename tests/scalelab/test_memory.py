@@ -168,7 +168,7 @@ def test_sharding_divides_state_and_ddp_adds_buckets():
 @pytest.mark.parametrize("setting", ["auto", "bf16", "fp32"])
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_fsdp_param_bytes_follow_the_trainer(setting, precision):
-    from scalelab.train.fsdp import param_dtype_for
+    from scalelab.train.parallel.fsdp import param_dtype_for
 
     setup = mem.Setup(precision=precision, parallelism="fsdp", fsdp_param_dtype=setting,
                       world_size=2)

@@ -27,7 +27,7 @@ from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.status import State, update_status
 from scalelab.sweep.spec.load import parse_spec
 from scalelab.sweep.view.collect import collect
-from scalelab.train.progress_log import LogSettings
+from scalelab.train.console.progress_log import LogSettings
 from scalelab.tune.study import tune
 
 

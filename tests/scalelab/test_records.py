@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from scalelab.train import checkpoint as ckpt
-from scalelab.train.norms import NormRecorder
-from scalelab.train.records import SCHEMAS, Records, read_table
+from scalelab.train.checkpoint import directory as ckpt
+from scalelab.train.records.norms import NormRecorder
+from scalelab.train.records.records import SCHEMAS, Records, read_table
 
 
 def _log(rec: Records, steps) -> None:

@@ -26,7 +26,7 @@ from scalelab.store.atomic import write_json_atomic, write_parquet_atomic
 from scalelab.store.status import State, read_status
 from scalelab.sweep.view.collect import collect
 from scalelab.train import train
-from scalelab.train.records_manifest import MARK, RECORD_FILES, verify_run
+from scalelab.train.records.records_manifest import MARK, RECORD_FILES, verify_run
 
 STEPS = 6
 

@@ -29,7 +29,7 @@ from _waits import CEILING_S, wait_until
 from scalelab.errors import EXIT_PREEMPTED
 from scalelab.identity import run_id
 from scalelab.store.status import State, read_status
-from scalelab.train import checkpoint as ckpt
+from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train import train
 
 STEPS = 60

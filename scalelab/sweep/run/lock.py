@@ -238,7 +238,7 @@ def _break(run_dir: Path, judged: Claim) -> None:
 
 
 def _set_aside(run_dir: Path, held: UnreadableClaim) -> None:
-    from scalelab.train.record_files import set_aside
+    from scalelab.train.records.record_files import set_aside
 
     moved = set_aside(_path(run_dir))
     print(f"{_path(run_dir)}: unreadable claim ({held.why}), held by nobody: set aside as "

@@ -7,7 +7,7 @@ spec.yaml still plans the run: ``scalelab.sweep.view.current``), and ``recipe`` 
 spec sets ``extra.recipe`` (as an axis, or in ``base``). States come from
 ``status.sweep_states``.
 
-Records are verified before they are read (``train.records_manifest.verify_run``): a
+Records are verified before they are read (``train.records.records_manifest.verify_run``): a
 finished run's files against its manifest.json (size and sha256: one flipped bit), and
 the run id in its config.yaml, manifest and evals against the plan row (a directory
 copied or symlinked over another run's). A run that fails is kept with its state, its
@@ -18,7 +18,7 @@ against: not finished, or finished before record manifests existed (kept and fit
 before, counted as unverified in the summary).
 
 Corrupt record files never stop a collect. Every record file first gets the quick check
-(``train.records_check``: its two ends, about 5 us a file), which keeps junk and truncated
+(``train.records.records_check``: its two ends, about 5 us a file), which keeps junk and truncated
 files out; ``records_note`` names them (``CORRUPT ...``). Files a manifest verified are
 read by ONE multi-threaded polars scan; every other eval file (unfinished runs, runs from
 before manifests) is decoded by pyarrow first (``read_record_file``, about 1 ms a file):
@@ -48,9 +48,9 @@ from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.status import read_status
 from scalelab.sweep.view.current import IN_SPEC, current_run_ids
 from scalelab.sweep.view.status import sweep_states
-from scalelab.train.record_files import CorruptRecordError, read_record_file
-from scalelab.train.records_check import RecordsCheck, check_records
-from scalelab.train.records_manifest import Verdict, id_problem, verify_run
+from scalelab.train.records.record_files import CorruptRecordError, read_record_file
+from scalelab.train.records.records_check import RecordsCheck, check_records
+from scalelab.train.records.records_manifest import Verdict, id_problem, verify_run
 
 __all__ = ["INVALID", "RUNS_FILE", "VERIFIED", "CollectProgress", "collect", "summary"]
 

@@ -8,7 +8,7 @@ A cell holds one glyph per run (seeds, members): green check = COMPLETED, blue a
 on (``GLYPHS``). States come from ``observe``: status.json, claims and ONE scheduler
 poll for the whole sweep. A run with a corrupt record file (junk or truncated parquet), or
 one an earlier attempt set aside, gets a red ``!`` beside its glyph, and a line under the
-grid naming the file (``train.records_check``).
+grid naming the file (``train.records.records_check``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rich.text import Text
 from scalelab.sweep.run.launch import read_plan
 from scalelab.sweep.run.observe import observe
 from scalelab.sweep.view.plan_view import BLOCK
-from scalelab.train.records_check import check_records
+from scalelab.train.records.records_check import check_records
 
 __all__ = ["GLYPHS", "RECORDS_MARK", "grid_axes", "render_status", "summary", "sweep_states"]
 

@@ -22,7 +22,7 @@ from lifecycle_helpers import plan_of, scalelab, slurm_reason, wait_for_jobs, wr
 from scalelab.sweep.view.collect import collect
 from scalelab.sweep.run.launch import execute
 from scalelab.sweep.view.status import sweep_states
-from scalelab.train.records import read_table
+from scalelab.train.records.records import read_table
 
 COMPARED = ["run_id", "run_dir", "state", "N", "D_total", "steps_done", "final_loss", "best_loss"]
 

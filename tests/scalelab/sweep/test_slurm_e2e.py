@@ -35,7 +35,7 @@ from lifecycle_helpers import (  # noqa: F401
 from scalelab.store.status import read_status
 from scalelab.sweep.run.launch import execute
 from scalelab.sweep.view.status import sweep_states
-from scalelab.train.records import read_table
+from scalelab.train.records.records import read_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm"), pytest.mark.usefixtures("slurm_cluster")]
 

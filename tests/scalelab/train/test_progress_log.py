@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from scalelab.errors import UserError
-from scalelab.train.console import Console
-from scalelab.train.mfu import device_peak_flops, mfu, peak_tflops
-from scalelab.train.progress_log import (
+from scalelab.train.console.console import Console
+from scalelab.train.console.mfu import device_peak_flops, mfu, peak_tflops
+from scalelab.train.console.progress_log import (
     EvalLine,
     LogSettings,
     ProgressLine,
@@ -22,7 +22,7 @@ from scalelab.train.progress_log import (
     message_line,
     progress_line,
 )
-from scalelab.train.progress_meter import ProgressMeter
+from scalelab.train.console.progress_meter import ProgressMeter
 
 KEYS = {"event", "run_id", "step", "total_steps", "loss", "tokens_per_s", "mfu", "eta_s",
         "elapsed_s"}

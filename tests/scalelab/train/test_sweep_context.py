@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from scalelab.store.atomic import write_parquet_atomic
-from scalelab.train import sweep_context as sc
-from scalelab.train.sweep_context import SweepContext, context_from_plan, sweep_context, tags
+from scalelab.train.console import sweep_context as sc
+from scalelab.train.console.sweep_context import SweepContext, context_from_plan, sweep_context, tags
 
 
 def _plan() -> pl.DataFrame:

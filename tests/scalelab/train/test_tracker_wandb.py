@@ -27,7 +27,7 @@ from _wandb_offline import offline_runs
 from scalelab.identity import run_dir_name, run_id
 from scalelab.store.status import State
 from scalelab.train import train
-from scalelab.train.tracker import NORMS_COLUMNS, WANDB_ID_FILE, wandb_run_id
+from scalelab.train.console.tracker import NORMS_COLUMNS, WANDB_ID_FILE, wandb_run_id
 
 STEPS = 12
 EXTRA = ("train.eval_every=5", "train.norms_every=5", "train.log_every=4",

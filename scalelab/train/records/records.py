@@ -32,13 +32,13 @@ from typing import Any
 import polars as pl
 
 from scalelab.store.atomic import write_parquet_atomic
-from scalelab.train.record_files import (
+from scalelab.train.records.record_files import (
     SET_ASIDE_MARK,
     CorruptRecordError,
     read_record_file,
     set_aside,
 )
-from scalelab.train.record_gaps import lost_steps
+from scalelab.train.records.record_gaps import lost_steps
 
 __all__ = [
     "EVALS_SCHEMA",

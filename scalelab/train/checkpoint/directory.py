@@ -4,16 +4,16 @@ Writing (``save_checkpoint``), in this order:
 
 1. ``.tmp-step-<N>-<pid>/state.pt``: ``torch.save`` through a hashing stream (size and
    sha256 computed as the bytes go out, never read back), flushed and fsynced;
-2. ``.tmp-.../manifest.json`` LAST (``scalelab.train.manifest``: format, step, and each
+2. ``.tmp-.../manifest.json`` LAST (``scalelab.train.checkpoint.manifest``: format, step, and each
    file's size and sha256), fsynced; then the temporary directory is fsynced;
 3. the directory is renamed to ``step-<N>`` (atomic) and the parent fsynced;
 4. pruning: of the checkpoints *older* than ``N``, all but the newest ``keep - 1`` are
    removed. A checkpoint newer than ``N`` is never pruned, so the intact checkpoint a
    run fell back to is never pruned on account of a corrupt newer one.
 
-A sharded checkpoint (``train.parallelism: fsdp``; ``scalelab.train.run_checkpoint``) goes
+A sharded checkpoint (``train.parallelism: fsdp``; ``scalelab.train.checkpoint.training_state``) goes
 through the same steps in pieces: ``begin_checkpoint`` makes the temporary directory, every
-rank writes its DCP file into it (``scalelab.train.dcp``: ``__<rank>_0.distcp``, fsynced,
+rank writes its DCP file into it (``scalelab.train.checkpoint.dcp``: ``__<rank>_0.distcp``, fsynced,
 and ``.metadata``), rank 0 adds ``state.pt`` with ``write_state`` (the model and optimizer
 are not in it), the ranks hash the DCP files, and ``commit_checkpoint`` writes the manifest
 of every file, renames and prunes. ``is_sharded`` tells the two layouts apart.
@@ -35,10 +35,10 @@ members, distillation teachers) takes the newest checkpoint only and raises a on
 one's model is read whole into ``state['model']``, so callers see one layout.
 
 Checkpoints never execute code: the state is tensors and primitives only (model and
-optimizer state dicts, the number of completed steps, ``scalelab.train.rng`` RNG states,
+optimizer state dicts, the number of completed steps, ``scalelab.train.checkpoint.rng`` RNG states,
 the records position) and every load is ``torch.load(..., weights_only=True)``; a pickle
 that asks for anything else (e.g. ``os.system``) is refused as corrupt. DCP's own
-``.metadata`` pickle goes through an allowlisting unpickler (``scalelab.train.dcp``), with
+``.metadata`` pickle goes through an allowlisting unpickler (``scalelab.train.checkpoint.dcp``), with
 the same outcome for a crafted one. Checkpoints of format 1 (before manifests, pickled
 numpy RNG tuples) are refused the same way: a resume reports them as corrupt ("no
 manifest.json") and starts over; ``load_final`` names them.
@@ -65,8 +65,8 @@ from typing import Any
 import torch
 
 from scalelab.errors import UserError
-from scalelab.train.manifest import DCP_METADATA, MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
-from scalelab.train.rng import rng_state, set_rng_state
+from scalelab.train.checkpoint.manifest import DCP_METADATA, MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
+from scalelab.train.checkpoint.rng import rng_state, set_rng_state
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -121,7 +121,7 @@ def _step_dirs(root: Path) -> list[int]:
 
 
 def is_sharded(directory: str | Path) -> bool:
-    """True for a sharded checkpoint: model and optimizer in DCP files (``scalelab.train.dcp``)."""
+    """True for a sharded checkpoint: model and optimizer in DCP files (``scalelab.train.checkpoint.dcp``)."""
     return (Path(directory) / DCP_METADATA).is_file()
 
 
@@ -286,7 +286,7 @@ def _read(directory: Path, step: int, map_location: Any) -> dict[str, Any] | str
     if problem is not None:
         return problem
     if is_sharded(directory):  # its DCP index must unpickle safely too
-        from scalelab.train import dcp
+        from scalelab.train.checkpoint import dcp
 
         problem = dcp.check_metadata(directory)
         if problem is not None:
@@ -326,7 +326,7 @@ def find_checkpoint(
     was, ``log`` gets one line naming them and the step resumed from (or that none is
     left). ``set_aside``: rename each skipped one ``corrupt-step-<N>`` (the run's own
     resume, on one rank), so no later save prunes an intact one on its account.
-    ``state`` is ``state.pt``'s dict; a sharded checkpoint (``scalelab.train.dcp``) keeps
+    ``state`` is ``state.pt``'s dict; a sharded checkpoint (``scalelab.train.checkpoint.dcp``) keeps
     the model and optimizer in its other files.
     """
     root = _root(run_dir)
@@ -379,7 +379,7 @@ def load_final(run_dir: str | Path, map_location: Any = "cpu") -> tuple[int, dic
     if isinstance(got, str):
         raise UserError(f"corrupt checkpoint ({got})", file=str(directory))
     if is_sharded(directory):
-        from scalelab.train import dcp  # torch.distributed.checkpoint: only when it is one
+        from scalelab.train.checkpoint import dcp  # torch.distributed.checkpoint: only when it is one
 
         got = {**got, "model": dcp.read(directory, "model")}
     return steps[-1], got

@@ -4,7 +4,7 @@ When a run ends COMPLETED or DIVERGED, after its records are compacted, it write
 of its record files, atomically) the size and sha256 of every file the fits read:
 ``config.yaml`` (the run's config, ``run_id`` and ``run_id_full``), ``metrics.parquet``,
 ``evals.parquet`` and ``norms.parquet``, with its run id and final step, in the format of
-the checkpoint manifests (``train.manifest``: one hashing engine). Its status.json then
+the checkpoint manifests (``train.checkpoint.manifest``: one hashing engine). Its status.json then
 says ``records_manifest: manifest.json``.
 
 ``verify_run`` is what ``collect`` asks of each run directory:
@@ -31,7 +31,7 @@ from typing import Any
 from scalelab import strict
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_json_atomic
-from scalelab.train.manifest import MANIFEST_FILE, Problem, file_digest, manifest_doc, read_manifest, verify
+from scalelab.train.checkpoint.manifest import MANIFEST_FILE, Problem, file_digest, manifest_doc, read_manifest, verify
 
 __all__ = ["MARK", "RECORD_FILES", "Verdict", "config_ids", "id_problem", "verify_run",
            "write_records_manifest"]

@@ -5,7 +5,7 @@ Three kinds of line, each in two formats (``LogSettings.format``):
 - progress, every ``train.log_every`` steps and at the last step (``ProgressLine``):
   ``[run] step 120/1000 loss 3.2145 | 45.2k tok/s | mfu 38.5% | elapsed 1m02s | eta 7m40s``;
   tokens/s over the training steps since the previous line (evals and checkpoints left out),
-  MFU only on a CUDA device whose peak is known (``scalelab.train.mfu``), never on CPU;
+  MFU only on a CUDA device whose peak is known (``scalelab.train.console.mfu``), never on CPU;
 - eval, at every held-out eval (``EvalLine``): ``[run] step 120/1000 train 3.2145 val 3.3012
   (62.0s)``;
 - message: anything else the run says once (resumed, preempted, a corrupt file set aside).

@@ -41,7 +41,7 @@ __all__ = [
 FORMAT = 2
 MANIFEST_FILE = "manifest.json"
 DCP_METADATA = ".metadata"
-"""DCP's index file: the mark of a sharded checkpoint (``scalelab.train.dcp``)."""
+"""DCP's index file: the mark of a sharded checkpoint (``scalelab.train.checkpoint.dcp``)."""
 _CHUNK = 1 << 22  # 4 MiB reads when verifying
 
 

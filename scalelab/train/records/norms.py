@@ -20,7 +20,7 @@ are gathered whole per tensor (``optim.norms`` calls ``full_tensor()``, a collec
 with ``collective=True`` every rank computes and only rank 0's records are kept.
 
 ``latest`` holds the rows of the newest norm step (rank 0), for the W&B ``norms`` table
-(``scalelab.train.tracker``).
+(``scalelab.train.console.tracker``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from optim.norms import layer_norms, update_norms
-from scalelab.train.records import Records
+from scalelab.train.records.records import Records
 
 __all__ = ["POWER_ITERS", "NormRecorder"]
 

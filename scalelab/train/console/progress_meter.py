@@ -5,7 +5,7 @@ backward, update; evals and checkpoints are not steps) and, every ``log_every`` 
 for a ``ProgressLine`` at the current time (``line``):
 
 - tokens/s: tokens of the steps since the previous line / their step seconds;
-- MFU: tokens/s · model FLOPs per token / the devices' peak (``scalelab.train.mfu``; None
+- MFU: tokens/s · model FLOPs per token / the devices' peak (``scalelab.train.console.mfu``; None
   when the peak is unknown, e.g. on CPU);
 - ETA: the remaining steps at this attempt's pace so far (wall time since the attempt's
   first step, evals and checkpoints included, per step done in this attempt).
@@ -15,8 +15,8 @@ Taking every time as an argument keeps it exact to test: no sleeps, no wall cloc
 
 from __future__ import annotations
 
-from scalelab.train.mfu import mfu
-from scalelab.train.progress_log import ProgressLine
+from scalelab.train.console.mfu import mfu
+from scalelab.train.console.progress_log import ProgressLine
 
 __all__ = ["ProgressMeter"]
 

@@ -1,11 +1,11 @@
 """Where a run's lines go: stdout of rank 0, in the format and quietness of its
-``LogSettings`` (the lines themselves: ``scalelab.train.progress_log``)."""
+``LogSettings`` (the lines themselves: ``scalelab.train.console.progress_log``)."""
 
 from __future__ import annotations
 
 import sys
 
-from scalelab.train.progress_log import (
+from scalelab.train.console.progress_log import (
     EvalLine,
     LogSettings,
     ProgressLine,

@@ -1,12 +1,12 @@
 """A run's checkpoint: which rank writes what, and loading it back into the model and optimizer.
 
-``scalelab.train.checkpoint`` holds the directory protocol (temporary directory, every
+``scalelab.train.checkpoint.directory`` holds the directory protocol (temporary directory, every
 file fsynced, the manifest of every file's size and sha256 written last, atomic rename,
 pruning, corrupt-checkpoint fallback). Two layouts go through it:
 
 - replicated (one process, DDP): rank 0 writes ``state.pt`` with everything.
 - sharded (``train.parallelism: fsdp``): every rank writes its shards of the model and the
-  optimizer state through DCP (``scalelab.train.dcp``) into rank 0's temporary directory;
+  optimizer state through DCP (``scalelab.train.checkpoint.dcp``) into rank 0's temporary directory;
   rank 0 adds ``state.pt`` (step, RNG states, records position, elapsed time, run id),
   hashing it as it is written; then each rank hashes 1/W of the DCP files, rank 0 gathers
   the digests, writes the manifest and renames.
@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scalelab.train import checkpoint as ckpt
-from scalelab.train.fsdp import is_sharded, load_full_state
-from scalelab.train.manifest import file_digest
+from scalelab.train.checkpoint import directory as ckpt
+from scalelab.train.parallel.fsdp import is_sharded, load_full_state
+from scalelab.train.checkpoint.manifest import file_digest
 
 __all__ = ["restore", "save"]
 
@@ -67,7 +67,7 @@ def save(run_dir: Path, step: int, model: nn.Module, optimizer: torch.optim.Opti
 
 def _save_sharded(run_dir: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                   state: dict[str, Any], main: bool) -> None:
-    from scalelab.train import dcp
+    from scalelab.train.checkpoint import dcp
 
     tmp = Path(_from_rank0(str(ckpt.begin_checkpoint(run_dir, step)) if main else None))
     try:
@@ -101,7 +101,7 @@ def restore(run_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, *
     directory = Path(run_dir) / ckpt.CHECKPOINT_DIR / name
     state = found[1] if main else ckpt.read_state(directory)
     if ckpt.is_sharded(directory):
-        from scalelab.train import dcp
+        from scalelab.train.checkpoint import dcp
 
         dcp.load(directory, model, optimizer)
     elif is_sharded(model):

@@ -1,7 +1,7 @@
 """The torch.distributed.checkpoint (DCP) files of a sharded checkpoint, read without running code.
 
-A sharded checkpoint directory (written by ``scalelab.train.run_checkpoint``, verified by
-``scalelab.train.checkpoint``) holds, next to ``state.pt`` and ``manifest.json``:
+A sharded checkpoint directory (written by ``scalelab.train.checkpoint.training_state``, verified by
+``scalelab.train.checkpoint.directory``) holds, next to ``state.pt`` and ``manifest.json``:
 
     .metadata          DCP's index: which file holds which chunk of which tensor
     __<rank>_0.distcp  one file per rank: its shards of the model and optimizer state
@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-from scalelab.train.manifest import DCP_METADATA as METADATA_FILE
+from scalelab.train.checkpoint.manifest import DCP_METADATA as METADATA_FILE
 
 __all__ = ["METADATA_FILE", "check_metadata", "load", "read", "save"]
 

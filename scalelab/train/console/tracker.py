@@ -7,7 +7,7 @@ Offline by default (``WANDB_MODE=offline`` unless the environment sets it), file
   quantities, seeds, run ids, the sweep and block);
 - group: the sweep's name; job_type: the run's block (``train`` for a standalone run or a
   sweep without blocks); tags: ``key=value`` of the axes the run's block varies
-  (``scalelab.train.sweep_context``);
+  (``scalelab.train.console.sweep_context``);
 - history: ``train/loss``, ``lr``, ``grad_norm``, ``tokens``, ``epoch`` every
   ``log_every`` steps, ``perf/tokens_per_s`` (and ``perf/mfu`` on GPU) with each progress
   line, ``val/loss`` at each eval;
@@ -33,14 +33,14 @@ from typing import Any
 
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_text_atomic
-from scalelab.train.sweep_context import SweepContext, tags
+from scalelab.train.console.sweep_context import SweepContext, tags
 
 __all__ = ["NORMS_COLUMNS", "STANDALONE_JOB_TYPE", "WANDB_ID_FILE", "Tracker", "TrackerSetup",
            "tracker_setup", "wandb_run_id"]
 
 WANDB_ID_FILE = "wandb-id"
 NORMS_COLUMNS = ("step", "kind", "layer", "param", "norm", "value")
-"""Columns of the ``norms`` table (``scalelab.train.records.NORMS_SCHEMA`` less run_id)."""
+"""Columns of the ``norms`` table (``scalelab.train.records.records.NORMS_SCHEMA`` less run_id)."""
 STANDALONE_JOB_TYPE = "train"
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from scalelab.train.record_files import SET_ASIDE_MARK, quick_problem
-from scalelab.train.records import SCHEMAS, part_step
+from scalelab.train.records.record_files import SET_ASIDE_MARK, quick_problem
+from scalelab.train.records.records import SCHEMAS, part_step
 
 __all__ = ["RecordsCheck", "check_records"]
 
