@@ -175,3 +175,52 @@ def test_no_private_module_imported_across_packages(graph):
             and not a.startswith(b.rsplit(".", 1)[0] + ".")
 
     assert _violations(graph, private) == []
+
+
+TRAIN_FOLDERS = ("parallel", "checkpoint", "records", "console")
+"""scalelab.train's folders, in import order: a folder imports only itself and those before
+it; the top-level modules (loop, step, schedules, optimizers, ...) sit above every folder,
+and no folder imports them."""
+
+TRAIN_MAX_MODULES = 16
+
+
+def _train_level(m: str) -> int | None:
+    """A scalelab.train module's place: its folder's index, or len(TRAIN_FOLDERS) at the top."""
+    parts = m.split(".")
+    if parts[:2] != ["scalelab", "train"]:
+        return None
+    if len(parts) >= 3 and parts[2] in TRAIN_FOLDERS:
+        return TRAIN_FOLDERS.index(parts[2])
+    return len(TRAIN_FOLDERS)
+
+
+def _train_backwards(a: str, b: str) -> bool:
+    la, lb = _train_level(a), _train_level(b)
+    return la is not None and lb is not None and lb > la
+
+
+def test_train_folder_rule_can_fail():
+    """The rule sees a folder importing a later folder and a folder importing the top."""
+    g = {"scalelab.train.parallel.fsdp": {"scalelab.train.checkpoint.dcp"},
+         "scalelab.train.records.norms": {"scalelab.train.loop", "scalelab.train.records.records",
+                                          "scalelab.train.checkpoint.manifest"},
+         "scalelab.train.loop": {"scalelab.train.console.console"}}
+    assert _violations(g, _train_backwards) == [
+        "scalelab.train.parallel.fsdp -> scalelab.train.checkpoint.dcp",
+        "scalelab.train.records.norms -> scalelab.train.loop"]
+
+
+def test_train_folders_import_only_earlier_ones(graph):
+    assert _violations(graph, _train_backwards) == []
+
+
+def test_train_folders_are_listed_and_small():
+    """Every folder of scalelab/train is in TRAIN_FOLDERS (so it is ordered), with at most
+    TRAIN_MAX_MODULES modules."""
+    train = PACKAGES["scalelab"] / "train"
+    folders = {p.parent.name for p in train.glob("*/__init__.py")}
+    assert folders == set(TRAIN_FOLDERS)
+    for folder in TRAIN_FOLDERS:
+        modules = [p for p in (train / folder).glob("*.py") if p.name != "__init__.py"]
+        assert 0 < len(modules) <= TRAIN_MAX_MODULES, (folder, len(modules))
