@@ -9,9 +9,22 @@ fits run on a laptop. Public names::
     boot.se, boot.ci()
     iso = fit_isoflops(load_epoch_chinchilla())  # approach 2: iso.a, iso.a_ci, iso.optima
 
-``analysis.recipes`` holds the compute-optimal allocation, ensemble/joint asymptotes
-and the data-efficiency multiplier; ``analysis.plots`` and ``analysis.report`` draw and
-write (matplotlib is imported only there).
+Folders by concept, in import order (a folder imports only those before it and the base
+modules ``errors``, ``atomic``, ``progress``; tests/test_architecture.py checks it)::
+
+    tables    a sweep directory's layout, the runs table, selections, published data
+    laws      the laws, their input checks, tied parameters, the fitting objective
+    solvers   batched L-BFGS and Levenberg-Marquardt, start points, the multi-start search
+    fit       fit_law, bootstrap, profile likelihood, diagnostics, grouped fits of runs
+    isoflop   approach 2: parabolas per budget, optima against compute
+    recipes   recipes compared: asymptotes, compute-optimal allocation, data efficiency
+    adaptive  choosing the next runs of an adaptive study
+    plots     figures (matplotlib is imported only here)
+    report    the reports written to disk
+
+``analysis.recipes`` holds the compute-optimal allocation, ensemble/joint asymptotes and
+the data-efficiency multiplier (``analysis.recipes.fit_asymptote`` etc.);
+``analysis.plots`` and ``analysis.report`` draw and write.
 """
 
 import importlib
@@ -20,27 +33,27 @@ import importlib
 # light submodule (e.g. ``analysis.atomic`` from scalelab's store) costs no scipy.
 _EXPORTS = {
     "AnalysisInputError": "analysis.errors",
-    "BootstrapResult": "analysis.bootstrap",
-    "Chinchilla": "analysis.laws",
-    "DataConstrained": "analysis.laws",
+    "BootstrapResult": "analysis.fit.bootstrap",
+    "Chinchilla": "analysis.laws.laws",
+    "DataConstrained": "analysis.laws.laws",
     "FitBudgetWarning": "analysis.errors",
     "FitProgress": "analysis.progress",
-    "FitResult": "analysis.fit",
-    "FitTable": "analysis.runs",
+    "FitResult": "analysis.fit.fit",
+    "FitTable": "analysis.tables.runs",
     "IdentifiabilityWarning": "analysis.errors",
-    "IsoFlopFit": "analysis.isoflop",
+    "IsoFlopFit": "analysis.isoflop.isoflop",
     "TooFewPointsError": "analysis.errors",
-    "Law": "analysis.laws",
-    "PowerLaw": "analysis.laws",
-    "Profile": "analysis.profile",
-    "fit_data_constrained": "analysis.constrained",
-    "fit_isoflops": "analysis.isoflop",
-    "fit_law": "analysis.fit",
-    "fit_selection": "analysis.grouped",
-    "get_law": "analysis.laws",
-    "load_epoch_chinchilla": "analysis.published",
-    "prepare_runs": "analysis.runs",
-    "select_runs": "analysis.select",
+    "Law": "analysis.laws.laws",
+    "PowerLaw": "analysis.laws.laws",
+    "Profile": "analysis.fit.profile",
+    "fit_data_constrained": "analysis.fit.constrained",
+    "fit_isoflops": "analysis.isoflop.isoflop",
+    "fit_law": "analysis.fit.fit",
+    "fit_selection": "analysis.fit.grouped",
+    "get_law": "analysis.laws.laws",
+    "load_epoch_chinchilla": "analysis.tables.published",
+    "prepare_runs": "analysis.tables.runs",
+    "select_runs": "analysis.tables.select",
 }
 
 

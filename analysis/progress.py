@@ -1,5 +1,5 @@
 """Progress reports of the analysis steps, the events every renderer reads, and a time
-budget for ``fit_law`` (fit.py).
+budget for ``fit_law`` (fit/fit.py).
 
 Events. Every long step reports frozen dataclasses through a plain callback (``progress``
 argument): ``FitProgress`` (each iteration of a fit's batched stages), ``BootstrapProgress``
@@ -140,7 +140,7 @@ class FitProgress:
 @dataclass(frozen=True)
 class BootstrapProgress:
     """``done`` of ``total`` resamples of a ``law`` fit refitted, ``elapsed_s`` after the
-    bootstrap began (bootstrap.py)."""
+    bootstrap began (fit/bootstrap.py)."""
 
     law: str
     done: int

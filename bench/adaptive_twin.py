@@ -24,9 +24,9 @@ same grid could have given with other seeds, and every design runs on every arm:
 
 Every design gets the grid's cost (every cell once) as its budget. Two targets:
 
-- E of the regularized recipe (``analysis.adaptive.target``). The truth is the fit on the
+- E of the regularized recipe (``analysis.adaptive.target_fits``). The truth is the fit on the
   whole cache, every seed of every cell (arm 0's replicate order);
-- the ranking of two recipes by E (``analysis.adaptive.objective.Ranking``), slices of the
+- the ranking of two recipes by E (``analysis.adaptive.targets.Ranking``), slices of the
   grid: light (weight decay 0.1 or 1) and heavy (3 or 10). The truth is the order of their
   fits on the whole cache. A design's ranking is read at its first decided step.
 
@@ -49,11 +49,11 @@ from matplotlib.ticker import FuncFormatter
 
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
-from analysis.adaptive.objective import Ranking, Summary
+from analysis.adaptive.targets import Ranking, Summary
 from analysis.adaptive.space import Axis, CandidateSpace
-from analysis.adaptive.target import TargetFit, evaluate, judge
+from analysis.adaptive.target_fits import TargetFit, evaluate, judge
 from analysis.adaptive.trajectory import reached, width_at
-from analysis.plot_style import plt
+from analysis.plots.style import plt
 
 DESIGNS = ("grid", "random", "adaptive", "adaptive (ridge)")
 RANK_DESIGNS = ("grid", "random", "adaptive (ridge)")

@@ -3,7 +3,7 @@
     python bench/fit_speed.py [--repeats 3] [--dc-sample 400] [--chinchilla-sample 0]
                               [--resamples 1000] [--workers 2] [--no-bootstrap]
 
-Two fits from their default start grids (analysis/fit.py: float32 Levenberg-Marquardt
+Two fits from their default start grids (analysis/fit/fit.py: float32 Levenberg-Marquardt
 screen of every start, float64 LM on the best 64, scipy polish of the best 4):
 
 - Chinchilla on Epoch's 240 points (Besiroglu et al. 2024): 4,500 starts;
@@ -42,9 +42,9 @@ from analysis import (
     fit_law,
     load_epoch_chinchilla,
 )
-from analysis.published import MUENNIGHOFF
-from analysis.search import polish_one
-from analysis.starts import start_points
+from analysis.tables.published import MUENNIGHOFF
+from analysis.solvers.search import polish_one
+from analysis.solvers.starts import start_points
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:

@@ -1,6 +1,6 @@
 """Adaptive scaling studies: choose the next runs that most shrink the CI of a target per
-FLOP: a recipe's asymptote E, the ranking of recipes by E, or E's data multiplier (issue 15;
-method, formulas and results: docs/adaptive.md).
+FLOP: a recipe's asymptote E, the ranking of recipes by E, or E's data multiplier (method,
+formulas and results: docs/adaptive.md).
 
 One concept per module:
 
@@ -8,10 +8,10 @@ One concept per module:
   recipes as slices of it;
 - ``trainer``: a synthetic trainer, the recipe law + a tuning penalty + noise, known truth
   (and several recipes on one grid);
-- ``objective``: the targets (E, ranking, multiplier) as functions of the recipes' E
+- ``targets``: the targets (E, ranking, multiplier) as functions of the recipes' E
   estimates, their CI widths and what planning minimises;
-- ``law``: A/x^B + E, its weighted fit (``analysis.fit.fit_law``) and Jacobian;
-- ``target``: best cell per size, settled sizes, E and its t-interval; a target judged on
+- ``law``: A/x^B + E, its weighted fit (``analysis.fit.fit.fit_law``) and Jacobian;
+- ``target_fits``: best cell per size, settled sizes, E and its t-interval; a target judged on
   the finished runs (``judge``);
 - ``posterior``: the linearised posterior of the law and E's expected CI width after a
   run (c-optimal design, Sherman-Morrison update: no simulation);
@@ -28,7 +28,7 @@ from analysis.adaptive.baselines import FixedResult, grid_order, random_order, r
 from analysis.adaptive.loop import AdaptiveResult, Round, run_adaptive, seed_design
 from analysis.adaptive.planner import Plan, plan_next
 from analysis.adaptive.space import Axis, CandidateSpace, run_key
-from analysis.adaptive.target import TargetFit, evaluate, fit_target, size_points
+from analysis.adaptive.target_fits import TargetFit, evaluate, fit_target, size_points
 from analysis.adaptive.trainer import SyntheticTrainer
 from analysis.adaptive.trajectory import reached, width_at
 

@@ -6,7 +6,7 @@
 - ``random_order``: random search, the same cells in a seeded random order.
 
 ``run_fixed`` trains such an order one run at a time and fits the target after every run
-(target.py; a fit is reused while the settled sizes' points are unchanged), stopping at
+(target_fits.py; a fit is reused while the settled sizes' points are unchanged), stopping at
 the target width or at the first run the budget cannot pay for. This reads a grid as if it
 were stopped as early as the same rule allows, which flatters the grid: a fixed grid is
 launched whole and fitted afterwards.
@@ -21,10 +21,10 @@ import polars as pl
 
 from analysis.adaptive import trajectory
 from analysis.adaptive.loop import Trainer
-from analysis.adaptive.objective import Asymptote, Summary, Target
+from analysis.adaptive.targets import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, judge, settled_sizes
+from analysis.adaptive.target_fits import TargetFit, judge, settled_sizes
 
 __all__ = ["FixedResult", "grid_order", "random_order", "run_fixed"]
 
@@ -62,7 +62,7 @@ def run_fixed(trainer: Trainer, space: CandidateSpace, order: pl.DataFrame, budg
               target: Target | None = None) -> FixedResult:
     """Train ``order`` run by run until the target is met (its width is <= ``target_width``,
     or a ranking is decided) or the next run would exceed ``budget`` FLOPs (module
-    docstring). ``target``: objective.py (default: E of the whole space)."""
+    docstring). ``target``: targets.py (default: E of the whole space)."""
     target = target if target is not None else Asymptote(GRID, space, level)
     trained = trainer.train(order)  # losses depend on the run alone (trainer.py)
     cache: dict = {}

@@ -2,7 +2,7 @@
 
 For each seed s, ``trainer(s)`` is one synthetic study (its own noise; trainer.py) and the
 three designs run on it with the same budget (default: the full grid's FLOPs) and the
-same target (target.py):
+same target (target_fits.py):
 
 - "grid": ``baselines.grid_order``, read as if stopped at the target (flatters the grid);
 - "random": ``baselines.random_order`` with seed s;
@@ -29,7 +29,7 @@ import polars as pl
 
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
-from analysis.adaptive.objective import Ranking, Target
+from analysis.adaptive.targets import Ranking, Target
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.trainer import SyntheticTrainer
 from analysis.adaptive.trajectory import reached, width_at

@@ -22,8 +22,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from analysis.fit import fit_law
-from analysis.laws import PowerLaw
+from analysis.fit.fit import fit_law
+from analysis.laws.laws import PowerLaw
 
 __all__ = ["MIN_SIZES", "SCALE", "fit_points", "jacobian"]
 

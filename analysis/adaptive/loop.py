@@ -4,7 +4,7 @@ is narrow enough or the budget is spent.
 Round 0 trains ``seed_design``. Every later round r:
 
 1. fit the target on the finished runs (``target.judge``: each recipe's fit and the
-   target's summary, objective.py); stop ("target") when its width is <= ``target_width``
+   target's summary, targets.py); stop ("target") when its width is <= ``target_width``
    or, for a ranking, when the ranking is decided;
 2. plan (planner.py): score every candidate not yet run, choose up to ``batch`` runs
    within the budget left; stop ("budget") when none fits, ("exhausted") when no action
@@ -28,10 +28,10 @@ import numpy as np
 import polars as pl
 
 from analysis.adaptive import trajectory
-from analysis.adaptive.objective import Asymptote, Summary, Target
+from analysis.adaptive.targets import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID, plan_next, start_cell
 from analysis.adaptive.space import CandidateSpace
-from analysis.adaptive.target import TargetFit, judge, settled_sizes, size_points
+from analysis.adaptive.target_fits import TargetFit, judge, settled_sizes, size_points
 from analysis.errors import AnalysisInputError
 
 __all__ = ["AdaptiveResult", "Round", "Trainer", "run_adaptive", "seed_design"]
@@ -91,7 +91,7 @@ def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, bu
     """The loop of the module docstring. ``seed``: the seed design (a run frame of
     ``space``, e.g. ``seed_design``); ``budget``: FLOPs, the seed design included;
     ``target_width``: the full width of the target's CI to reach; ``noise_sd``: the
-    planner's prior guess of one run's noise sd; ``target``: objective.py (default: E of
+    planner's prior guess of one run's noise sd; ``target``: targets.py (default: E of
     the whole space)."""
     target = target if target is not None else Asymptote(GRID, space, level)
     table = space.table(trainer.flops)

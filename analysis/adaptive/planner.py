@@ -1,13 +1,13 @@
 """Choose the next runs: the actions that most shrink the target's expected CI width per FLOP.
 
-The target (objective.py) is one recipe's E by default; a ranking or a multiplier has
+The target (targets.py) is one recipe's E by default; a ranking or a multiplier has
 one or more recipes, each a slice of the candidate space with its own size points,
 planning posterior and actions below (an action belongs to one recipe, its ``recipe``), and
 the gain of an action is the drop of the target's width when that recipe's Var E and
 degrees of freedom change as described here.
 
 Candidates are grouped into *actions*, the smallest sets of runs that change the target
-(target.py: only settled sizes enter the fit):
+(target_fits.py: only settled sizes enter the fit):
 
 - settle N: the coordinate-search runs still missing at N (Kim et al. 2025, arXiv
   2509.14786; the rule of ``scalelab.tune.coordinate``): for a size with runs, the
@@ -61,10 +61,10 @@ import numpy as np
 import polars as pl
 
 from analysis.adaptive.law import MIN_SIZES, SCALE
-from analysis.adaptive.objective import Asymptote, Estimate, Target
+from analysis.adaptive.targets import Asymptote, Estimate, Target
 from analysis.adaptive.posterior import Design, Posterior, planning_posterior
 from analysis.adaptive.space import CandidateSpace, Cell
-from analysis.adaptive.target import SizePoints, size_points
+from analysis.adaptive.target_fits import SizePoints, size_points
 from analysis.errors import AnalysisInputError
 
 __all__ = ["GRID", "Action", "Plan", "actions", "plan_next", "start_cell"]
@@ -87,7 +87,7 @@ class Action:
     dof: int
     cost: float
     recipe: str = ""
-    """The recipe (objective.py) whose fit the action changes."""
+    """The recipe (targets.py) whose fit the action changes."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
     """Score every pending candidate and choose up to ``batch`` runs within
     ``budget_left`` FLOPs (module docstring). ``done``: finished runs (run frame with
     ``loss``); ``pending``: the candidates not yet run (run frame with ``flops``);
-    ``target``: what to pin down (objective.py; default: E of the whole grid)."""
+    ``target``: what to pin down (targets.py; default: E of the whole grid)."""
     target = target if target is not None else Asymptote(GRID, space, level)
     done_keys = set(done["key"].to_list())
     if overlap := done_keys & set(pending["key"].to_list()):

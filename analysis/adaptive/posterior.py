@@ -22,13 +22,13 @@ is the rank-one update (Sherman-Morrison)
 
 the c-optimality criterion for c = e_E (the variance of one linear combination of the
 parameters; Atkinson et al.). The target's width is judged as the study reports
-it (target.py): 2 t_{nu, (1+level)/2} sqrt(V_EE), nu = (n - 3) + SUM (m - 1), floored at 1,
+it (target_fits.py): 2 t_{nu, (1+level)/2} sqrt(V_EE), nu = (n - 3) + SUM (m - 1), floored at 1,
 so a run that adds a degree of freedom (a fifth size, a replicate) also shrinks t.
 
 theta_p: the weighted fit of every size's current best cell when >= MIN_SIZES sizes have runs
 (settled or not: the planning point, not the target); with 2-3 sizes, B = ``guess_B``
 and (A, E) by weighted linear least squares; with fewer, A = 1, B = ``guess_B``, E = the
-mean loss. s^2: the pooled noise estimate (target.py) shrunk towards a prior guess
+mean loss. s^2: the pooled noise estimate (target_fits.py) shrunk towards a prior guess
 sigma_0 with nu_0 = 2 pseudo degrees of freedom, s^2 = (nu_0 sigma_0^2 + SS) / (nu_0 + nu)
 (the conjugate scaled inverse-chi^2 prior; Gelman et al. 2013, "Bayesian Data Analysis",
 ch. 2-3).
@@ -43,7 +43,7 @@ import numpy as np
 from scipy import stats
 
 from analysis.adaptive.law import MIN_SIZES, SCALE, fit_points, jacobian
-from analysis.adaptive.target import SizePoints, fit_target
+from analysis.adaptive.target_fits import SizePoints, fit_target
 
 __all__ = ["Design", "Posterior", "planning_posterior"]
 

@@ -3,7 +3,7 @@
 A step is a round of the adaptive loop (loop.py) or one run of a fixed order
 (baselines.py). Columns: step, runs (finished so far), flops (spent so far), sizes
 (settled sizes in the fit; with several recipes, the fewest of any), value, lo, hi, width
-(the target's summary, objective.py: E for an asymptote, the deciding pair's Delta E for a
+(the target's summary, targets.py: E for an asymptote, the deciding pair's Delta E for a
 ranking, the multiplier; width inf while there is no interval), decided (a ranking whose
 adjacent CIs all exclude 0), order (a ranking's recipes, best first, "a < b").
 Compared designs are read at the same target (``reached``: the first step whose width is
@@ -16,7 +16,7 @@ import math
 
 import polars as pl
 
-from analysis.adaptive.objective import Summary
+from analysis.adaptive.targets import Summary
 
 __all__ = ["SCHEMA", "reached", "row", "width_at"]
 

@@ -34,14 +34,14 @@ from pathlib import Path
 import polars as pl
 
 from analysis import PowerLaw, fit_data_constrained, fit_law, prepare_runs
-from analysis.curve_plots import plot_norm_trajectories, plot_training_curves
+from analysis.plots.curves import plot_norm_trajectories, plot_training_curves
 from analysis.errors import AnalysisInputError
-from analysis.identified import why_not_identified
-from analysis.notebook_figures import show
-from analysis.plot_style import human
-from analysis.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
-from analysis.records_scan import scan_records
-from analysis.synthetic import synthetic_runs
+from analysis.fit.identified import why_not_identified
+from analysis.plots.notebook_figures import show
+from analysis.plots.style import human
+from analysis.plots.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
+from analysis.tables.records_scan import scan_records
+from analysis.recipes.synthetic import synthetic_runs
 
 if SWEEP:
     sweep = Path(SWEEP)
@@ -106,7 +106,7 @@ print(data.select("N", "D", "U", "loss").describe())
 #
 # Each (recipe, U, D) slice with at least four model sizes gets its own power law; E is
 # that slice's N -> infinity asymptote, with a seeded bootstrap CI, written only when the
-# data identify it (`analysis.identified`).
+# data identify it (`analysis.fit.identified`).
 
 # %%
 keys = [c for c in ("recipe", "U", "D") if c in data.columns]

@@ -28,12 +28,12 @@ import numpy as np
 import polars as pl
 
 from analysis import Chinchilla, fit_isoflops, fit_law, load_epoch_chinchilla
-from analysis.isoflop_plot import plot_isoflops
-from analysis.notebook_figures import show
-from analysis.plot_style import legend_outside
-from analysis.plots import plot_isoflop, plot_residuals
-from analysis.published import EPOCH, EPOCH_SE, HOFFMANN, HOFFMANN_EXPONENTS
-from analysis.recipes import compute_optimal
+from analysis.plots.isoflop import plot_isoflops
+from analysis.plots.notebook_figures import show
+from analysis.plots.style import legend_outside
+from analysis.plots.plots import plot_isoflop, plot_residuals
+from analysis.tables.published import EPOCH, EPOCH_SE, HOFFMANN, HOFFMANN_EXPONENTS
+from analysis.recipes.asymptotes import compute_optimal
 
 n_boot = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
 data = load_epoch_chinchilla()
@@ -95,7 +95,7 @@ show(plot_residuals(data, fit), "residuals")
 # %% [markdown]
 # ## Approach 2 vs approach 3
 #
-# Approach 2 (Hoffmann et al. sec. 3.2, `analysis.isoflop`): a parabola of the loss in
+# Approach 2 (Hoffmann et al. sec. 3.2, `analysis.isoflop.isoflop`): a parabola of the loss in
 # log N per compute budget, then N_opt ∝ C^a and D_opt ∝ C^b over the budgets that pass
 # the guards. The digitised points sit near, not at, Hoffmann's nine budgets, so budgets
 # are clusters of nearly equal C (neighbours within 5%). Approach 3: the Chinchilla-form fit

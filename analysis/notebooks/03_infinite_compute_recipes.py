@@ -21,8 +21,8 @@
 # A/x^B + C.
 #
 # Set `SWEEP` (or `SCALELAB_SWEEP`; papermill `-p SWEEP path`) to a sweep directory: its
-# recipes (the runs' `recipe` column, else its `tuned` block; see `analysis.recipe_rows`)
-# are analysed by `analysis.infinite_compute.analyze`, exactly as `scalelab report` does.
+# recipes (the runs' `recipe` column, else its `tuned` block; see `analysis.recipes.rows`)
+# are analysed by `analysis.recipes.infinite_compute.analyze`, exactly as `scalelab report` does.
 # Without a sweep, the second half reworks Kim et al.'s **published** numbers instead,
 # labelled as such.
 
@@ -38,13 +38,18 @@ import numpy as np
 import polars as pl
 from scipy.optimize import brentq
 
-from analysis.infinite_compute import analyze
-from analysis.infinite_compute_md import section_status
-from analysis.notebook_figures import show
-from analysis.plot_style import LOSS_LABEL, legend_outside, log_x, plt
-from analysis.published import KIM
-from analysis.recipe_plot import plot_recipes
-from analysis.recipes import AsymptoteFit, compare_asymptotes, data_efficiency, joint_asymptote
+from analysis.recipes.infinite_compute import analyze
+from analysis.report.infinite_compute_md import section_status
+from analysis.plots.notebook_figures import show
+from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt
+from analysis.tables.published import KIM
+from analysis.plots.recipes import plot_recipes
+from analysis.recipes.asymptotes import (
+    AsymptoteFit,
+    compare_asymptotes,
+    data_efficiency,
+    joint_asymptote,
+)
 
 # %% [markdown]
 # ## The sweep's recipes

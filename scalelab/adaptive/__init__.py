@@ -1,5 +1,5 @@
 """The scalelab side of adaptive scaling studies and recipe comparisons (issue 15; the
-method: ``analysis.adaptive``, ``analysis.compare`` and docs/adaptive.md).
+method: ``analysis.adaptive``, ``analysis.recipes.compare`` and docs/adaptive.md).
 
 One concept per module:
 
@@ -16,9 +16,9 @@ One concept per module:
 - ``loop``: ``run_adaptive_sweep``, the seed design then rounds of ``plan_next``, every
   launch through ``scalelab.sweep.run.launch.execute``;
 - ``recipe_cells``: per recipe, the seed replicates of each size's best cell (the input
-  of ``analysis.compare.compare_recipes``);
+  of ``analysis.recipes.compare.compare_recipes``);
 - ``targets``: ``--target`` / ``--recipe``: the study's recipes as slices of its grid and
-  the ``analysis.adaptive.objective`` target (E, ranking, multiplier), and its one line;
+  the ``analysis.adaptive.targets`` target (E, ranking, multiplier), and its one line;
 - ``membership``: whether a launched spec is runs of the sweep's recorded study (then
   ``<sweep>/spec.yaml`` stays the study's).
 

@@ -9,7 +9,7 @@
    (``analysis.adaptive.seed_design``: the start cell at 4 sizes spread over the ladder),
    recorded as round 0;
 3. every look: collect the sweep (``scalelab.sweep.view.collect``), split the study's
-   candidates (``observed``), judge the target (``analysis.adaptive.target.judge``:
+   candidates (``observed``), judge the target (``analysis.adaptive.target_fits.judge``:
    ``regularized.E`` by default, or a ranking or multiplier, ``targets``); stop ("target")
    when its CI is at most ``target_width`` wide or a ranking is decided;
 4. plan (``analysis.adaptive.plan_next``, at most ``batch`` runs within the budget left),
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.adaptive import TargetFit, plan_next, seed_design
-from analysis.adaptive.objective import Summary, Target
-from analysis.adaptive.target import judge, settled_sizes
+from analysis.adaptive.targets import Summary, Target
+from analysis.adaptive.target_fits import judge, settled_sizes
 from scalelab.adaptive import record
 from scalelab.adaptive.block import block_spec
 from scalelab.adaptive.observed import Observed, observe

@@ -1,15 +1,15 @@
 """Per recipe, the seed replicates of each model size's best cell: the rows
-``analysis.compare.compare_recipes`` compares (N, loss, seed, flops).
+``analysis.recipes.compare.compare_recipes`` compares (N, loss, seed, flops).
 
 From a sweep's runs table (``scalelab collect``):
 
-1. the runs of earlier specs are left out (``analysis.runs.drop_stale``) and each recipe's
-   runs are found as ``scalelab report`` finds them (``analysis.recipe_rows.find_recipes``:
+1. the runs of earlier specs are left out (``analysis.tables.runs.drop_stale``) and each recipe's
+   runs are found as ``scalelab report`` finds them (``analysis.recipes.rows.find_recipes``:
    ``--recipe NAME=key=value`` filters, else the ``recipe`` column, else Kim's ``tuned``
    blocks with "standard" at the reference weight decay and "regularized" over every wd);
 2. only COMPLETED runs with a finite, positive loss count, at one unique-token budget U:
    the one most of the two recipes' runs share (the largest on a tie), as
-   ``analysis.infinite_compute`` takes its base budget U0;
+   ``analysis.recipes.infinite_compute`` takes its base budget U0;
 3. a *cell* is a run's config apart from its seed: its block and every config column of the
    runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``)
    except the seed keys (``seed``, ``train.init_seed``, ``data.seed``,
@@ -19,7 +19,7 @@ From a sweep's runs table (``scalelab collect``):
    by its seed (the ``seed`` column, else ``train.init_seed``, ``data.seed``, ``member``,
    else the run id or row), so that recipes that ran the same seeds at N are paired.
 
-Taking the mean over seeds (not ``analysis.adaptive.target``'s first replicate) is what the
+Taking the mean over seeds (not ``analysis.adaptive.target_fits``'s first replicate) is what the
 comparison needs: both recipes' best cells are chosen by the same rule, from all their
 seeds, and the bootstrap then resamples those seeds.
 """
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipe_rows import find_recipes
-from analysis.runs import drop_stale
+from analysis.recipes.rows import find_recipes
+from analysis.tables.runs import drop_stale
 from scalelab.errors import UserError, did_you_mean
 
 __all__ = ["SEED_COLUMNS", "RecipeCells", "recipe_cells"]

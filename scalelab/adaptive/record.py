@@ -10,7 +10,7 @@ Round 0 is the seed design (action ``seed``). A later round file is
 tuned axes, replicate, action, action_cost, gain, score, selected, rank), with the run id
 and name of each candidate, its ``cost`` in ``unit``, and the state before the round:
 ``target`` (its name), ``value``, ``lo``, ``hi``, ``width`` (the target's summary,
-``analysis.adaptive.objective``: E, a ranking's deciding Delta E or a multiplier; inf
+``analysis.adaptive.targets``: E, a ranking's deciding Delta E or a multiplier; inf
 without an interval),
 ``predicted_width`` (the planning model's), ``spent`` and ``budget_left``. The trajectory
 has round (0: the seed design), runs (finished), spent, unit, sizes (settled), value, lo,
@@ -27,7 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.adaptive import trajectory as traj
-from analysis.adaptive.objective import Summary
+from analysis.adaptive.targets import Summary
 from scalelab.adaptive.study import Study
 from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
 

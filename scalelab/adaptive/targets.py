@@ -1,5 +1,5 @@
 """``--target`` and ``--recipe`` of ``scalelab next`` / ``scalelab sweep --adaptive``: the
-quantity an adaptive study pins down (``analysis.adaptive.objective``).
+quantity an adaptive study pins down (``analysis.adaptive.targets``).
 
 Recipes are slices of the study's grid:
 
@@ -18,7 +18,7 @@ Targets:
   excludes 0);
 - ``multiplier`` or ``NAME.multiplier``: the data multiplier of the recipe's E (default
   regularized) against the reference recipe's data law L(U), fitted on the sweep's own runs
-  by ``analysis.infinite_compute`` (the ``data`` block at several U); without an identified
+  by ``analysis.recipes.infinite_compute`` (the ``data`` block at several U); without an identified
   data law there is no multiplier target (a one-line error says why).
 """
 
@@ -31,7 +31,7 @@ import polars as pl
 
 from analysis.adaptive import CandidateSpace, TargetFit
 from analysis.adaptive.law import MIN_SIZES
-from analysis.adaptive.objective import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
+from analysis.adaptive.targets import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
 from scalelab.adaptive.study import Study
 from scalelab.errors import UserError, did_you_mean
 
@@ -104,9 +104,9 @@ def build_target(study: Study, name: str, *, filters: Mapping[str, Mapping[str, 
 
 
 def _data_law(runs: pl.DataFrame | None) -> DataLaw:
-    """The reference recipe's data law from the sweep's runs (``analysis.infinite_compute``)."""
+    """The reference recipe's data law from the sweep's runs (``analysis.recipes.infinite_compute``)."""
     from analysis.errors import AnalysisInputError
-    from analysis.infinite_compute import analyze, unidentified
+    from analysis.recipes.infinite_compute import analyze, unidentified
 
     if runs is None or runs.height == 0:
         raise UserError("multiplier: the sweep has no runs yet to fit the reference recipe's "

@@ -1,5 +1,5 @@
 """``scalelab compare SWEEP RECIPE_A RECIPE_B``: two recipes' asymptotes E, and their
-losses at matched compute, with CIs and p-values (``analysis.compare``, docs/adaptive.md).
+losses at matched compute, with CIs and p-values (``analysis.recipes.compare``, docs/adaptive.md).
 
 Reads ``<sweep>/runs.parquet`` (collected first when missing or stale, as ``scalelab
 report`` does), finds each recipe's runs by the report's rules (``--recipe
@@ -48,14 +48,14 @@ def compare_cmd(
                         key="--resample")
     if not 0 < level < 1:
         raise UserError(f"must be in (0, 1), got {level}", key="--level")
-    from analysis.bootstrap import MAX_RESAMPLES
+    from analysis.fit.bootstrap import MAX_RESAMPLES
 
     if not 2 <= n_boot <= MAX_RESAMPLES:
         raise UserError(f"must be >= 2 and at most {MAX_RESAMPLES:,} (resamples are drawn up "
                         f"front), got {n_boot}", key="--n-boot")
     if recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
-    from analysis.compare import compare_recipes
+    from analysis.recipes.compare import compare_recipes
     from analysis.errors import AnalysisInputError
     from scalelab.adaptive.recipe_cells import recipe_cells
     from scalelab.cli.report import read_runs_table, recipe_filters

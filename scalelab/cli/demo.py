@@ -2,7 +2,7 @@
 
 Runs ``sweeps/demo.yaml`` (a few-minute subset of the CPU twin of Kim et al.'s study;
 ``--full``: all of ``sweeps/tiny_infinite_compute.yaml``) on the local backend, evaluates
-the ensembles, collects the runs, fits the recipes (``analysis.infinite_compute``) and
+the ensembles, collects the runs, fits the recipes (``analysis.recipes.infinite_compute``) and
 prints the fitted laws, the asymptotes with their CIs, the data-efficiency multipliers
 and the path of the report and its figure. Idempotent: a second call reuses finished runs.
 """
@@ -34,7 +34,7 @@ def sweeps_dir() -> Path:
 
 def run_demo(spec_path: Path, root: Path, *, executor: str | None = None, echo=print) -> tuple[int, Path | None]:
     """Sweep -> ensembles -> collect -> recipes report. Returns (exit code, report path)."""
-    from analysis.infinite_compute_md import write_infinite_compute_report
+    from analysis.report.infinite_compute_md import write_infinite_compute_report
     from scalelab.distill.stages import execute_staged, has_students
     from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
     from scalelab.store.atomic import write_text_atomic
@@ -80,7 +80,7 @@ def _num(v: float) -> str:
 def _why_not(fit) -> str | None:
     """Why the fit's asymptote may not be printed as a number (None: it may): the analysis'
     own rule, ``infinite_compute.reportable`` (enough points, a finite interval, identified)."""
-    from analysis.infinite_compute import reportable
+    from analysis.recipes.infinite_compute import reportable
 
     return reportable(fit)
 
@@ -129,7 +129,7 @@ def _monotone(sub) -> str:
 def _summary(res, path: Path, echo) -> None:
     import polars as pl
 
-    from analysis.infinite_compute import ensemble_beats_members
+    from analysis.recipes.infinite_compute import ensemble_beats_members
 
     echo("Best loss per model size (final held-out loss, nats/token):")
     best = res.best_per_n.filter(~pl.col("recipe").str.starts_with("ensemble"))
@@ -153,7 +153,7 @@ def _summary(res, path: Path, echo) -> None:
         sep = "the two CIs do not overlap" if jhi < rlo else "the two CIs overlap"
         echo(f"  joint (N,K->inf) vs regularized: {gap:+.4f} nats lower, {beyond} than the joint CI's "
              f"half-width {(jhi - jlo) / 2:.4f}; {sep}")
-    from analysis.recipe_verdicts import verdict_lines
+    from analysis.recipes.verdicts import verdict_lines
 
     echo("\nWhich recipe is better at infinite compute (paired bootstrap over sizes; a winner only "
          "when the 95% CI excludes 0):")
@@ -164,7 +164,7 @@ def _summary(res, path: Path, echo) -> None:
         for line in ensemble_beats_members(res):
             echo(f"  {line}")
     if res.students.height:
-        from analysis.distill_share import share_lines
+        from analysis.recipes.distill_share import share_lines
 
         echo("\nDistilled students (share of the ensembling gain kept: (single - student) / (single - ensemble)):")
         for line in share_lines(res):

@@ -3,7 +3,7 @@
 
 Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
 is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
-``analysis.grouped.fit_selection`` (--where, --group-by, one fit per group); prints one
+``analysis.fit.grouped.fit_selection`` (--where, --group-by, one fit per group); prints one
 table (``scalelab.cli.fit_table``) with bootstrap SEs and CIs and saves a plot per group.
 
 Progress on stderr (``scalelab.cli.progress``): the collect when there is one, each fit's
@@ -108,8 +108,8 @@ def fit_cmd(
     import warnings
 
     from analysis.errors import IdentifiabilityWarning
-    from analysis.grouped import fit_selection
-    from analysis.plots import plot_loss_vs_x, save_figure
+    from analysis.fit.grouped import fit_selection
+    from analysis.plots.plots import plot_loss_vs_x, save_figure
     from analysis.progress import reporting
     from scalelab.cli.fit_table import fit_table, warning_lines
 
@@ -157,9 +157,9 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
 
 
 def _check_bootstrap(resamples: int) -> None:
-    """--bootstrap: 0 (none) or 2 .. analysis.bootstrap.MAX_RESAMPLES, checked before any
+    """--bootstrap: 0 (none) or 2 .. analysis.fit.bootstrap.MAX_RESAMPLES, checked before any
     data is read or any resample allocated."""
-    from analysis.bootstrap import MAX_RESAMPLES
+    from analysis.fit.bootstrap import MAX_RESAMPLES
 
     if resamples < 0 or resamples == 1 or resamples > MAX_RESAMPLES:
         raise UserError(f"--bootstrap must be 0 or >= 2 and at most {MAX_RESAMPLES:,} (resamples "

@@ -1,4 +1,4 @@
-"""``scalelab fit SWEEP --isoflop``: approach 2 (``analysis.isoflop``) on a sweep's runs.
+"""``scalelab fit SWEEP --isoflop``: approach 2 (``analysis.isoflop.isoflop``) on a sweep's runs.
 
 Prints one table of compute budgets (optimum with bootstrap SEs, kept or excluded and
 why; budgets with too few points are counted in the caption, not listed), the exponents
@@ -52,9 +52,9 @@ def isoflop_table(optima: pl.DataFrame, where: Sequence[str] = ()) -> Table:
 def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed: int,
                 out: Path) -> None:  # fmt: skip
     """Fit, print and plot (the caller maps AnalysisInputError to a UserError)."""
-    from analysis.isoflop_plot import plot_isoflops
-    from analysis.isoflop_runs import isoflop_selection
-    from analysis.plots import save_figure
+    from analysis.plots.isoflop import plot_isoflops
+    from analysis.isoflop.from_runs import isoflop_selection
+    from analysis.plots.plots import save_figure
 
     sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed)
     fit = sel.fit

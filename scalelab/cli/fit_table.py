@@ -1,4 +1,4 @@
-"""The table ``scalelab fit`` prints: one row per group and parameter (analysis.grouped).
+"""The table ``scalelab fit`` prints: one row per group and parameter (analysis.fit.grouped).
 
 Cells are plain text (never rich markup: group values come from the user's runs table).
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from analysis.diagnostics import bound_side
-from analysis.grouped import GroupFit, Selection
-from analysis.xvars import X_VARIABLES
+from analysis.fit.diagnostics import bound_side
+from analysis.fit.grouped import GroupFit, Selection
+from analysis.fit.xvars import X_VARIABLES
 
 __all__ = ["fit_table", "identified_cell", "value_cell", "warning_lines"]
 

@@ -37,7 +37,7 @@ RECIPE_HELP = ("NAME=axis=v1|v2[,axis=v]: a recipe as a slice of the grid (repea
 
 
 def study_target(study, target: str, recipes: list[str], runs):
-    """The ``analysis.adaptive.objective`` target of ``--target``/``--recipe`` options."""
+    """The ``analysis.adaptive.targets`` target of ``--target``/``--recipe`` options."""
     from scalelab.adaptive.targets import build_target
     from scalelab.cli.report import recipe_filters
 
@@ -68,7 +68,7 @@ def next_cmd(
     if budget is not None and not budget > 0:
         raise UserError(f"must be > 0 GPU-hours, got {budget}", key="--budget")
     from analysis.adaptive import plan_next
-    from analysis.adaptive.target import judge
+    from analysis.adaptive.target_fits import judge
     from scalelab.adaptive.block import block_spec
     from scalelab.adaptive.loop import check_budget
     from scalelab.adaptive.observed import observe

@@ -73,7 +73,7 @@ def read_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None):
 
 def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
     from analysis.errors import AnalysisInputError
-    from analysis.recipe_rows import parse_recipe_option
+    from analysis.recipes.rows import parse_recipe_option
 
     filters: dict[str, dict[str, str]] = {}
     for text in options:
@@ -111,8 +111,8 @@ def report_cmd(
     with output:
         fresh_runs_table(sweep, output.sink)
         from analysis.errors import AnalysisInputError
-        from analysis.safe_parquet import SweepFileError
-        from analysis.sweep_report import write_sweep_report
+        from analysis.tables.safe_parquet import SweepFileError
+        from analysis.report.sweep_report import write_sweep_report
 
         try:
             done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed,

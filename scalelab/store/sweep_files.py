@@ -1,6 +1,6 @@
 """Reading a sweep directory's own parquet files (``plan.parquet``, ``runs.parquet``,
 ``ensembles/evals.parquet``) that anyone may have damaged: through
-``analysis.safe_parquet.read_sweep_parquet`` (one engine, pyarrow-validated), its error
+``analysis.tables.safe_parquet.read_sweep_parquet`` (one engine, pyarrow-validated), its error
 turned into this package's ``UserError``: one line naming the file, exit 2.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis.safe_parquet import SweepFileError, read_sweep_parquet
+from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
 from scalelab.errors import UserError
 
 __all__ = ["read_sweep_file"]

@@ -110,8 +110,8 @@ def test_sherman_morrison_update_matches_the_direct_inverse():
 
 def test_fit_points_matches_the_multistart_grid_fit():
     """The profiled start reaches the optimum fit_law's 336-start grid reaches."""
-    from analysis.fit import fit_law
-    from analysis.laws import PowerLaw
+    from analysis.fit.fit import fit_law
+    from analysis.laws.laws import PowerLaw
 
     rng = np.random.default_rng(0)
     x = np.array(SIZES) / 1e6

@@ -1,4 +1,4 @@
-"""Targets of an adaptive study other than one E (analysis.adaptive.objective): recipe
+"""Targets of an adaptive study other than one E (analysis.adaptive.targets): recipe
 slices of a grid, the ranking of recipes by E, and the data multiplier of E.
 
 The references: closed forms (Welch-Satterthwaite, the multiplier's gradient against
@@ -17,7 +17,7 @@ import pytest
 
 from analysis.adaptive import Axis, CandidateSpace, SyntheticTrainer, run_adaptive, seed_design
 from analysis.adaptive.benchmark import decision_study, summarise_decisions
-from analysis.adaptive.objective import (
+from analysis.adaptive.targets import (
     Asymptote,
     DataLaw,
     Estimate,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.synthetic import synthetic_runs
+from analysis.recipes.synthetic import synthetic_runs
 from scalelab.cli import main
 
 

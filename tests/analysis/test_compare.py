@@ -1,4 +1,4 @@
-"""``analysis.compare.compare_recipes`` on synthetic recipes with a known difference.
+"""``analysis.recipes.compare.compare_recipes`` on synthetic recipes with a known difference.
 
 Two recipes, L = A/x^B + E with x = N/1e6: A = (1.5, 0.35, 2 + delta), B = (2.0, 0.3, 2.0);
 7 sizes N = 5e6..5e8 (log-spaced), 3 seeds per size (shared seed labels), Gaussian noise
@@ -11,7 +11,7 @@ Measured over the 50 study seeds (numpy 2.x, this code):
 - resample="sizes+seeds" (default): the 95% CI covers the true delta in 50/50 (1.00); its
   median width is 0.257 while the spread of the estimator needs 0.122 (3.92 x the sd
   0.031 of delta-hat over 300 studies): the two-stage bootstrap is conservative at 7
-  sizes (analysis/compare.py). delta = 0: a winner named in 0/50; delta = -0.3: "A"
+  sizes (analysis/recipes/compare.py). delta = 0: a winner named in 0/50; delta = -0.3: "A"
   named in 49/50 (0.98); delta = -0.15: 30/50 (not asserted: the price of the width).
 - resample="seeds": coverage 45/50 (0.90; 0.895 over 200 study seeds), median width 0.128.
 - the matched-compute t-intervals (paired t, 3 seeds) cover the true per-size difference
@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.compare import RecipeComparison, compare_recipes
+from analysis.recipes.compare import RecipeComparison, compare_recipes
 from analysis.errors import AnalysisInputError
 
 SIZES = np.geomspace(5e6, 5e8, 7)

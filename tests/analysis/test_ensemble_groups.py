@@ -1,10 +1,10 @@
-"""analysis.ensemble_groups: one ensemble group per size, the current spec's and the best."""
+"""analysis.tables.ensemble_groups: one ensemble group per size, the current spec's and the best."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from analysis.ensemble_groups import pick_groups
+from analysis.tables.ensemble_groups import pick_groups
 
 
 def _group(gid: str, n: int, members: list[str], k_losses: list[float]) -> list[dict]:

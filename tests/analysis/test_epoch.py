@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analysis import Chinchilla, IdentifiabilityWarning, fit_law, load_epoch_chinchilla
-from analysis.published import EPOCH, EPOCH_OBJECTIVE_FLAT, EPOCH_SE
+from analysis.tables.published import EPOCH, EPOCH_OBJECTIVE_FLAT, EPOCH_SE
 
 
 def test_data_is_epochs_240_points():

@@ -21,9 +21,9 @@ from analysis import (
     fit_law,
     load_epoch_chinchilla,
 )
-from analysis.diagnostics import at_bounds, identifiability_warnings
-from analysis.published import EPOCH, EPOCH_SE, MUENNIGHOFF
-from analysis.runs import prepare_runs
+from analysis.fit.diagnostics import at_bounds, identifiability_warnings
+from analysis.tables.published import EPOCH, EPOCH_SE, MUENNIGHOFF
+from analysis.tables.runs import prepare_runs
 
 BASE = {k: MUENNIGHOFF[k] for k in ("A", "B", "E", "alpha", "beta")}
 
@@ -275,7 +275,7 @@ def test_bad_loss_values_name_the_rows_and_prepare_runs():
     assert msg.startswith(
         "column 'loss' has 3 of 10 rows missing, non-finite or <= 0 (rows 3, 6, 8"
     )
-    assert msg.endswith("drop them first, e.g. with analysis.runs.prepare_runs")
+    assert msg.endswith("drop them first, e.g. with analysis.tables.runs.prepare_runs")
     many = pl.DataFrame({"N": np.geomspace(1e6, 1e9, 10), "loss": [np.nan] * 8 + [3.0, 2.9]})
     with pytest.raises(AnalysisInputError, match=re.escape("(rows 0, 1, 2, 3, 4, ...: nan,")):
         fit_law(PowerLaw(), many)

@@ -14,8 +14,8 @@ from analysis import (
     fit_data_constrained,
     fit_law,
 )
-from analysis.objective import Objective
-from analysis.published import MUENNIGHOFF
+from analysis.laws.fit_objective import Objective
+from analysis.tables.published import MUENNIGHOFF
 
 TIED = {"A": 400.0, "B": 1800.0, "E": 1.8, "alpha": 0.34, "beta": 0.34}
 POWER = {"A": 0.3, "alpha": 0.6, "E": 2.5}

@@ -15,9 +15,9 @@ from analysis import (
     fit_law,
     load_epoch_chinchilla,
 )
-from analysis.levenberg import lm_batched
-from analysis.objective import Objective
-from analysis.published import EPOCH
+from analysis.solvers.levenberg import lm_batched
+from analysis.laws.fit_objective import Objective
+from analysis.tables.published import EPOCH
 
 POWER = {"A": 0.3, "alpha": 0.6, "E": 2.5}
 

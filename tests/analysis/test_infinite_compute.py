@@ -1,4 +1,4 @@
-"""analysis.infinite_compute on runs synthesised from known laws: recovered asymptotes,
+"""analysis.recipes.infinite_compute on runs synthesised from known laws: recovered asymptotes,
 ensemble limits and data-efficiency multipliers against closed forms."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.infinite_compute import analyze
-from analysis.infinite_compute_md import write_infinite_compute_report
+from analysis.recipes.infinite_compute import analyze
+from analysis.report.infinite_compute_md import write_infinite_compute_report
 
 N = np.array([5e4, 1e5, 2.5e5, 5e5])
 U0 = 32768.0
@@ -94,8 +94,8 @@ def test_report_files(tmp_path):
 
 
 def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
-    from analysis.infinite_compute import unidentified
-    from analysis.recipes import fit_asymptote
+    from analysis.recipes.infinite_compute import unidentified
+    from analysis.recipes.asymptotes import fit_asymptote
 
     # A straight line over K = 1..3 does not bend: C runs to its bound 0.
     assert "bound 0" in unidentified(fit_asymptote([1, 2, 3], [2.7, 2.6, 2.5]))
@@ -130,7 +130,7 @@ def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
 
 
 def test_student_share_of_the_ensembling_gain():
-    from analysis.distill_share import share_lines, student_shares
+    from analysis.recipes.distill_share import share_lines, student_shares
 
     runs, *_ = _runs()
     res = analyze(runs, _ensembles())
@@ -148,7 +148,7 @@ def test_student_share_of_the_ensembling_gain():
 
 
 def test_seed_mean_of_the_regularized_cell():
-    from analysis.infinite_compute import SEED_MEAN
+    from analysis.recipes.infinite_compute import SEED_MEAN
 
     runs, *_ = _runs()
     offsets = [0.0, 0.02, 0.04, -0.01]  # member 0 is the regularized best run itself

@@ -1,4 +1,4 @@
-"""Approach 2 (``analysis.isoflop``): known truth recovered, the guards, garbage refused,
+"""Approach 2 (``analysis.isoflop.isoflop``): known truth recovered, the guards, garbage refused,
 Epoch's Chinchilla points against Hoffmann et al.'s published exponents, the plot and
 ``scalelab fit --isoflop``."""
 
@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from analysis import AnalysisInputError, fit_isoflops, load_epoch_chinchilla
-from analysis.isoflop_plot import plot_isoflops
-from analysis.plots import save_figure
-from analysis.published import HOFFMANN, HOFFMANN_EXPONENTS
-from analysis.synthetic import synthetic_isoflop_runs
+from analysis.plots.isoflop import plot_isoflops
+from analysis.plots.plots import save_figure
+from analysis.tables.published import HOFFMANN, HOFFMANN_EXPONENTS
+from analysis.recipes.synthetic import synthetic_isoflop_runs
 from scalelab.cli import main
 
 TRUE_A = HOFFMANN["beta"] / (HOFFMANN["alpha"] + HOFFMANN["beta"])  # 0.4516
@@ -44,7 +44,7 @@ def test_recovers_known_exponents_within_ci_and_tolerance():
     assert abs(fit.a - TRUE_A) < TOL and abs(fit.b - TRUE_B) < TOL
     assert fit.a + fit.b == pytest.approx(1.0)  # C = 6 N D: D_opt = C / (6 N_opt)
     assert fit.a_se > 0 and fit.optima["N_opt_se"].is_finite().all()
-    from analysis.recipes import compute_optimal
+    from analysis.recipes.asymptotes import compute_optimal
 
     n_true, d_true = compute_optimal(HOFFMANN, 1e20)
     assert fit.n_opt(1e20) == pytest.approx(n_true, rel=0.05)

@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.bootstrap import CHUNKS, bootstrap_fit
-from analysis.fit import fit_law
-from analysis.laws import PowerLaw
+from analysis.fit.bootstrap import CHUNKS, bootstrap_fit
+from analysis.fit.fit import fit_law
+from analysis.laws.laws import PowerLaw
 from analysis.progress import (
     BootstrapProgress,
     FitProgress,
@@ -19,9 +19,9 @@ from analysis.progress import (
     Throttle,
     reporting,
 )
-from analysis.runs import prepare_runs
-from analysis.sweep_report import write_sweep_report
-from analysis.synthetic import synthetic_runs
+from analysis.tables.runs import prepare_runs
+from analysis.report.sweep_report import write_sweep_report
+from analysis.recipes.synthetic import synthetic_runs
 
 
 @pytest.fixture(scope="module")

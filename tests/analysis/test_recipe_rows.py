@@ -1,4 +1,4 @@
-"""analysis.recipe_rows: which runs belong to which recipe (filters, the recipe column, Kim's
+"""analysis.recipes.rows: which runs belong to which recipe (filters, the recipe column, Kim's
 block layout), on small hand-made runs tables."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.recipe_rows import find_recipes
+from analysis.recipes.rows import find_recipes
 
 
 def _runs(recipe: list[str | None] | None = None) -> pl.DataFrame:

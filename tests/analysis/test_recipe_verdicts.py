@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analysis.infinite_compute import analyze
-from analysis.recipe_verdicts import verdict_lines
+from analysis.recipes.infinite_compute import analyze
+from analysis.recipes.verdicts import verdict_lines
 
 SIZES = np.array([5.6e3, 1e4, 1.5e4, 2.6e4, 4.1e4, 8e4, 1.32e5, 2.71e5])
 

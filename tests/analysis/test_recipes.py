@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from analysis.published import EPOCH, HOFFMANN_UNROUNDED, KIM
-from analysis.recipes import (
+from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, KIM
+from analysis.recipes.asymptotes import (
     AsymptoteFit,
     compare_asymptotes,
     compute_optimal,

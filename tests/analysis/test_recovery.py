@@ -14,7 +14,7 @@ from analysis import (
     fit_data_constrained,
     fit_law,
 )
-from analysis.published import MUENNIGHOFF
+from analysis.tables.published import MUENNIGHOFF
 
 
 def _noisy(loss, sigma, seed):

@@ -10,7 +10,7 @@ import shutil
 import polars as pl
 import pytest
 
-from analysis.infinite_compute import analyze
+from analysis.recipes.infinite_compute import analyze
 from scalelab.cli import main
 
 

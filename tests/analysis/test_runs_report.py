@@ -4,15 +4,15 @@ import polars as pl
 import pytest
 
 from analysis import AnalysisInputError, fit_law, prepare_runs
-from analysis.plots import (
+from analysis.plots.plots import (
     plot_isoflop,
     plot_loss_vs_epochs,
     plot_loss_vs_x,
     plot_residuals,
     save_figure,
 )
-from analysis.report import write_report
-from analysis.synthetic import synthetic_runs
+from analysis.report.report import write_report
+from analysis.recipes.synthetic import synthetic_runs
 
 
 def test_prepare_runs_excludes_diverged_and_incomplete_with_notes():

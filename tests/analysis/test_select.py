@@ -1,5 +1,5 @@
-"""--where parsing (analysis.select), grouping, the x variables, the refuse-underdetermined
-rule of fit_law, and parameters at their box bound (analysis.diagnostics.at_bounds)."""
+"""--where parsing (analysis.tables.select), grouping, the x variables, the refuse-underdetermined
+rule of fit_law, and parameters at their box bound (analysis.fit.diagnostics.at_bounds)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 
 from analysis import AnalysisInputError, PowerLaw, TooFewPointsError, fit_law
-from analysis.diagnostics import at_bounds, bound_side
-from analysis.grouped import group_label, group_runs
-from analysis.select import parse_where, select_runs
-from analysis.xvars import law_fitter, with_x_columns
+from analysis.fit.diagnostics import at_bounds, bound_side
+from analysis.fit.grouped import group_label, group_runs
+from analysis.tables.select import parse_where, select_runs
+from analysis.fit.xvars import law_fitter, with_x_columns
 
 RUNS = pl.DataFrame(
     {

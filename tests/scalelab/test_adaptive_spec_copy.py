@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from adaptive_train import PRESETS, spec_text
 
-from analysis.runs import drop_stale
+from analysis.tables.runs import drop_stale
 from scalelab.adaptive.loop import run_adaptive_sweep
 from scalelab.adaptive.study import load_study
 from scalelab.cli import main

@@ -188,7 +188,7 @@ def test_a_ranking_study_runs_both_recipes_and_matches_the_in_memory_loop(tmp_pa
     and regularized (every cell). The sweep loop trains the runs the in-memory loop with the
     same target trains; its rounds record each candidate's recipe and the trajectory the
     target's name."""
-    from analysis.adaptive.objective import Ranking
+    from analysis.adaptive.targets import Ranking
 
     path, st, budget = study(tmp_path)
     res = run_adaptive_sweep(path, budget, target_width=0.0, root=tmp_path / "root",

@@ -20,10 +20,10 @@ import yaml
 from _waits import CEILING_S
 from rich.console import Console
 
-from analysis.diagnostics import at_bounds
-from analysis.fit import fit_law
-from analysis.grouped import GroupFit, Selection, fit_selection
-from analysis.laws import PowerLaw
+from analysis.fit.diagnostics import at_bounds
+from analysis.fit.fit import fit_law
+from analysis.fit.grouped import GroupFit, Selection, fit_selection
+from analysis.laws.laws import PowerLaw
 from scalelab.cli import main
 from scalelab.cli.fit_table import fit_table
 
@@ -95,7 +95,7 @@ def test_the_sweep_is_real_and_complete(sweep):
 
 
 def test_where_selects_the_right_runs(sweep, wide, capsys):
-    from analysis.select import select_runs
+    from analysis.tables.select import select_runs
 
     table = runs(sweep)
     assert select_runs(table, ["block=sizes"]).height == 10

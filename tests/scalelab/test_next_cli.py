@@ -174,7 +174,7 @@ def test_a_study_needs_tuned_axes_and_one_cell_per_size(tmp_path, capsys):
 
 def test_multiplier_target_inverts_the_sweeps_own_data_law(tmp_path, capsys):
     """--target multiplier: the data law L(U) of the standard recipe is fitted on the
-    sweep's own data block (analysis.infinite_compute), and the line gives the regularized
+    sweep's own data block (analysis.recipes.infinite_compute), and the line gives the regularized
     E's multiplier with its interval; proposals are written as for E."""
     from adaptive_train import DATA_BLOCK
 

@@ -21,7 +21,7 @@ from test_bad_input import cli as cli_subprocess
 sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))
 from lifecycle_helpers import cli
 
-from analysis.report import write_report_status
+from analysis.report.report import write_report_status
 from scalelab.store.atomic import write_json_atomic, write_parquet_atomic
 from scalelab.store.status import State, read_status
 from scalelab.sweep.view.collect import collect

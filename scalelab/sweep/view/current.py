@@ -4,7 +4,7 @@
 of an edited spec stay visible to ``status`` and can be resumed, and ``collect`` reads
 them all. The latest spec is the directory's ``spec.yaml`` (rewritten by each launch):
 ``collect`` marks the runs it expands to with ``in_spec``, and the analyses leave out the
-others (``analysis.runs.drop_stale``) so that, e.g., the students of an earlier
+others (``analysis.tables.runs.drop_stale``) so that, e.g., the students of an earlier
 distillation block do not sit beside the current ones in a report.
 """
 

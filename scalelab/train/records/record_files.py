@@ -6,7 +6,7 @@ A record file is corrupt when it is not parquet (junk bytes; a truncated file ha
 column of its table or holds one that does not cast to the table's type. Reading one
 raises ``CorruptRecordError`` (one line naming the file), never a polars traceback.
 
-Both checks are ``analysis.safe_parquet``'s (one engine for every damaged parquet file):
+Both checks are ``analysis.tables.safe_parquet``'s (one engine for every damaged parquet file):
 ``quick_problem`` (size and the ``PAR1`` magic at both ends: junk and truncation, about
 5 us a file, for ``status`` and ``collect``) and the whole-file read (pyarrow decodes and
 validates, polars never sees untrusted bytes).
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis.safe_parquet import CorruptParquetError, quick_problem, read_parquet_checked
+from analysis.tables.safe_parquet import CorruptParquetError, quick_problem, read_parquet_checked
 from scalelab.errors import UserError
 
 __all__ = ["SET_ASIDE_MARK", "CorruptRecordError", "quick_problem", "read_record_file", "set_aside"]

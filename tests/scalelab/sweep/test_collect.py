@@ -110,7 +110,7 @@ def _tiny_spec(path: Path, weight_decays: list[float]) -> Path:
 def test_collect_marks_runs_of_an_earlier_spec(tmp_path):
     """A sweep re-launched with an edited spec keeps the old runs (plan.parquet merges), but
     collect marks them in_spec False and the analyses leave them out with a note."""
-    from analysis.runs import drop_stale, prepare_runs
+    from analysis.tables.runs import drop_stale, prepare_runs
 
     root = tmp_path / "runs"
     assert cli("sweep", str(_tiny_spec(tmp_path / "a.yaml", [0.1, 1.0])), "--root", str(root)) == 0

@@ -1,0 +1,10 @@
+"""Fitting a law to points and saying how well it is pinned down: ``fit_law`` and its
+``FitResult`` (``fit``), the bootstrap (``bootstrap``), profile-likelihood intervals
+(``profile``, ``profile_threshold``), Hessian, bound and identifiability diagnostics
+(``diagnostics``, ``open_sides``), whether an asymptote is identified (``identified``), the
+data-constrained fit (``constrained``), and fits of a sweep's runs table per group
+(``xvars``: x columns; ``grouped``: ``fit_selection``).
+
+Imports only ``analysis.solvers``, ``analysis.laws``, ``analysis.tables`` and the base
+modules. Nothing is re-exported here: ``from analysis import fit_law`` is the short path.
+"""

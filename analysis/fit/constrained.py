@@ -1,0 +1,132 @@
+"""Two-stage DataConstrained fit (Muennighoff et al. 2023, arXiv 2305.16264, Section 5).
+
+Stage 1 fits the base Chinchilla law on the runs where the data-constrained law reduces
+to it: one epoch or less (D <= U, so D' = D) and no excess parameters (N <= N_opt(U),
+so N' = N). N_opt depends on the base law itself, so the stage alternates: fit on the
+single-epoch runs, drop those with N > N_opt(U) under that fit, refit, until the set of
+runs stops changing (at most ``max_rounds``). Stage 2 freezes the base parameters and
+fits only R_D* and R_N* on all runs. A base law may also be given directly (e.g.
+Muennighoff's published C4 constants). The first stage-1 round searches the full start
+grid; later rounds start from the previous round's optimum.
+
+``stage1`` chooses the runs stage 1 may use before the N <= N_opt(U) rounds:
+"one_epoch" (the published rule, the default: D <= U), a number m >= 1 (D <= m U: up
+to m epochs; Muennighoff et al. find that up to about 4 epochs of repeated data change
+the loss negligibly against fresh data, so m = 4 lets more runs pin the base law at a
+small bias), or a polars expression over the data's columns. Options of ``fit_law``
+pass to both stages where they mean something there: ``tie`` between base parameters
+(e.g. {"beta": "alpha"}) goes to stage 1 only (stage 2 holds them fixed), a tie between
+R_D and R_N to stage 2; ``weights`` as a column name follow the runs into each stage (an
+array is attached as a column first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analysis.errors import AnalysisInputError
+from analysis.fit.fit import FitResult, fit_law
+from analysis.laws.laws import Chinchilla, DataConstrained
+
+__all__ = ["BASE_NAMES", "fit_data_constrained", "stage1_filter"]
+
+BASE_NAMES = ("A", "B", "E", "alpha", "beta")
+
+
+_WEIGHTS = "__fit_weights__"  # the column an array of weights travels in
+
+
+def stage1_filter(stage1: str | float | pl.Expr) -> pl.Expr:
+    """The polars predicate that picks stage-1 candidate runs (see the module docstring)."""
+    if isinstance(stage1, pl.Expr):
+        return stage1
+    if isinstance(stage1, str):
+        if stage1 != "one_epoch":
+            raise AnalysisInputError(
+                f"stage1 must be 'one_epoch', a max number of epochs >= 1 or a polars "
+                f"expression; got '{stage1}'"
+            )
+        epochs = 1.0
+    else:
+        epochs = float(stage1)
+        if not epochs >= 1:
+            raise AnalysisInputError(f"stage1: max epochs must be >= 1, got {stage1}")
+    return pl.col("D") <= pl.col("U") * (epochs * (1 + 1e-9))
+
+
+def _base_rows(data: pl.DataFrame, base: Mapping[str, float] | None, keep: pl.Expr) -> pl.DataFrame:
+    rows = data.filter(keep)
+    if base is not None:
+        n_opt = DataConstrained().n_opt(base, rows["U"].to_numpy())
+        rows = rows.filter(pl.Series(rows["N"].to_numpy() <= n_opt * (1 + 1e-9)))
+    return rows
+
+
+def _split_tie(tie: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(ties among base parameters: stage 1, the others: stage 2)."""
+    tie = dict(tie or {})
+    base = {p: t for p, t in tie.items() if p in BASE_NAMES and t in BASE_NAMES}
+    return base, {p: t for p, t in tie.items() if p not in base}
+
+
+def fit_data_constrained(
+    data: pl.DataFrame,
+    *,
+    base: FitResult | Mapping[str, float] | None = None,
+    loss: str = "huber",
+    delta: float = 1e-3,
+    max_rounds: int = 5,
+    stage1: str | float | pl.Expr = "one_epoch",
+    tie: Mapping[str, str] | None = None,
+    weights: np.ndarray | str | None = None,
+    **fit_options: Any,
+) -> FitResult:
+    """Two-stage fit; returns the stage-2 FitResult (its ``base`` holds the stage-1 fit
+    when one was run). ``stage1``, ``tie`` and ``weights``: see the module docstring;
+    ``fit_options`` (space, seed, starts, ...) pass to both stages' ``fit_law``."""
+    for c in ("N", "D", "U", "loss"):
+        if c not in data.columns:
+            raise AnalysisInputError(
+                f"data_constrained needs column '{c}'; the data has {data.columns}"
+            )
+    keep = stage1_filter(stage1)
+    if weights is not None and not isinstance(weights, str):
+        w = np.asarray(weights, dtype=float).reshape(-1)
+        if w.size != data.height:
+            raise AnalysisInputError(f"weights: {w.size} values for {data.height} points")
+        data, weights = data.with_columns(pl.Series(_WEIGHTS, w)), _WEIGHTS
+    tie1, tie2 = _split_tie(tie)
+    fit_options = {**fit_options, "loss": loss, "delta": delta, "weights": weights}
+    base_fit: FitResult | None = None
+    if isinstance(base, FitResult):
+        base_fit, base_params = base, dict(base.params)
+    elif base is not None:
+        base_params = {k: float(base[k]) for k in BASE_NAMES}
+    else:
+        chosen: pl.DataFrame | None = None
+        current: Mapping[str, float] | None = None
+        for _ in range(max_rounds):
+            rows = _base_rows(data, current, keep)
+            if rows.height < len(BASE_NAMES) + 1:  # fit_law's rule: free parameters + 1
+                raise AnalysisInputError(
+                    f"stage 1 needs >= {len(BASE_NAMES) + 1} runs passing stage1={stage1!r} "
+                    f"and N <= N_opt(U); found {rows.height}"
+                )
+            if chosen is not None and rows.height == chosen.height and rows.equals(chosen):
+                break
+            chosen = rows
+            # Round 1 searches the full grid; later rounds refit a subset of the same runs
+            # and start from the previous optimum.
+            starts = fit_options.get("starts", "grid") if current is None else current
+            opts = {k: v for k, v in fit_options.items() if k != "starts"}
+            base_fit = fit_law(Chinchilla(), rows, starts=starts, tie=tie1, **opts)
+            current = base_fit.params
+        base_params = dict(current)  # type: ignore[arg-type]
+    fixed = {k: base_params[k] for k in BASE_NAMES}
+    result = fit_law(DataConstrained(), data, fixed=fixed, tie=tie2, **fit_options)
+    return replace(result, base=base_fit)

@@ -1,0 +1,91 @@
+"""Kim et al. 2025 Figure 1 style: best loss vs parameters per recipe, for a paper.
+
+Each recipe gets its colour and marker; its A/N^B + C fit (unless unidentified) is drawn
+over the sizes it was fitted on, with a 95% delta-method band (``AsymptoteFit.band``) over
+the same range, and its asymptote C as a dashed line, only when that asymptote is reportable
+(``infinite_compute.reportable``: >= 4 sizes, a finite interval, identified). The title
+says what is drawn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from analysis.recipes.infinite_compute import SCALE, RecipeAnalysis, reportable, unidentified
+from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
+
+__all__ = ["plot_recipes"]
+
+_FIT_OF = {"ensemble (K->inf)": "ensemble (N,K->inf)"}
+"""The per-size K -> inf asymptotes are drawn with the joint (N, K -> inf) fit through them."""
+_LABEL = {"ensemble (K->inf)": "ensemble, K -> inf per size"}
+
+
+def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool, bool]:
+    """The fitted curve over the data's range (not for an unidentified fit: its shape is
+    noise), its 95% band where the fit has an interval, and the dashed asymptote where it is
+    reportable: (curve, band, asymptote) drawn."""
+    if fit is None or unidentified(fit) is not None:
+        return False, False, False
+    grid = np.geomspace(x.min(), x.max(), 120)
+    ax.plot(grid, fit(grid / SCALE), "-", color=style["color"], lw=1.6, zorder=2)
+    band = fit.has_ci
+    if band:
+        lo, hi = fit.band(grid / SCALE)
+        band = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
+        if band:
+            ax.fill_between(grid, lo, hi, color=style["color"], alpha=0.18, lw=0, zorder=1)
+    if reportable(fit) is not None:
+        return True, band, False
+    lo, hi = fit.ci()
+    ax.axhline(fit.C, ls="--", color=style["color"], lw=1.1, alpha=0.8, zorder=1,
+               label=f"  asymptote C = {fit.C:.3f} [{lo:.3f}, {hi:.3f}]")
+    return True, band, True
+
+
+def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
+    """Loss vs N per recipe with fits, bands and (identified) asymptotes; returns the figure."""
+    fig, ax = plt.subplots(figsize=(8.2, 4.6), layout="constrained")
+    best = res.best_per_n
+    n_all = best["N"].to_numpy().astype(float)
+    curves = bands = asymptotes = 0
+    order = list(dict.fromkeys(best["recipe"].to_list()))
+    for i, recipe in enumerate(order):
+        sub = best.filter(pl.col("recipe") == recipe).sort("N")
+        x, y = sub["N"].to_numpy().astype(float), sub["loss"].to_numpy().astype(float)
+        style = style_of(recipe, i)
+        fit = res.fits.get(_FIT_OF.get(recipe, recipe))
+        why = reportable(fit, "sizes", n=x.size)
+        label = _LABEL.get(recipe, recipe)
+        if why is not None:
+            what = "joint N, K fit" if recipe in _FIT_OF else "fit"
+            label += f" (no {what}: {why.split(':')[0]})"
+        ax.plot(x, y, style["marker"], color=style["color"], ms=6, mec="white", mew=0.6, zorder=3, label=label)
+        drawn, band, dashed = _draw_fit(ax, fit, x, style)
+        curves += drawn
+        bands += band
+        asymptotes += dashed
+    if res.ensemble.height:
+        kmax = res.ensemble.filter(pl.col("K") == res.ensemble["K"].max())
+        style = style_of("ensemble (K->inf)", 0)
+        ax.plot(kmax["N"], kmax["loss"], style["marker"], color=style["color"], mfc="none", ms=7,
+                zorder=3, label=f"ensemble K={int(kmax['K'][0])} (observed)")
+    for j, row in enumerate(res.students.iter_rows(named=True)):
+        tag = f" {row['run_id']}" if "run_id" in row and (res.students["block"] == row["block"]).sum() > 1 else ""
+        ax.plot([row["N"]], [row["loss"]], "*", ms=12, color=f"C{(j + 5) % 10}", zorder=4,
+                label=f"{row['block']} student{tag}")
+    log_x(ax, n_all.min() / 1.3, n_all.max() * 1.3)
+    ax.set_xlabel("parameters N (per model)")
+    ax.set_ylabel(LOSS_LABEL)
+    if not title:
+        drawn = ["markers: best loss per N"]
+        if curves:
+            drawn.append("lines: A/N^B + C fits" + (", shaded: 95% bands" if bands else ""))
+        if asymptotes:
+            drawn.append("dashed: asymptote C")
+        title = f"Recipes at U = {res.U0:,.0f} unique tokens\n({'; '.join(drawn)})"
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    legend_outside(ax)
+    return fig

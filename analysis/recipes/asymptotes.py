@@ -1,0 +1,248 @@
+"""Recipes compared by their asymptotes (Kim et al. 2025, arXiv 2509.14786) and the
+compute-optimal allocation (Hoffmann et al. 2022, arXiv 2203.15556).
+
+- ``compute_optimal``: N_opt = G (C/6)^a, D_opt = (C/6)^b / G with
+  G = (alpha A / (beta B))^(1/(alpha+beta)), a = beta/(alpha+beta), b = alpha/(alpha+beta).
+- ``compute_optimal_constrained``: the DataConstrained law has no closed form; minimise
+  it over N along D = C/(6N) for a unique-token budget U (1-D bounded search in log N).
+- ``fit_asymptote``: Kim et al.'s A/x^B + C by plain least squares
+  (``scipy.optimize.curve_fit``, p0 = [1, 0.5, 2], all bounds [0, inf)), x in billions
+  (parameters, tokens) or the member count K. Used for the joint N, K asymptote (fit the
+  per-N K->inf asymptotes vs N) and data scaling. ``fixed_B`` holds B at a value (then
+  two free parameters, and n - 2 degrees of freedom for the intervals).
+- ``ensemble_asymptote``: the loss of a K-member ensemble as A/K + C (B = 1). For iid
+  members the loss of their average exceeds its K -> inf limit by a variance term
+  proportional to 1/K: exactly for squared error (the bias-variance decomposition of an
+  average; Krogh & Vedelsby 1995, the ambiguity decomposition), and to second order for
+  cross-entropy of averaged logits (Wood et al. 2023, "A Unified Theory of Diversity in
+  Ensemble Learning", arXiv 2301.03962). A free B is not identified from K <= 5 members
+  (the demo's 4-member ensemble: C's 95% CI spans 4 nats with B free, 0.06 with B = 1).
+- ``data_efficiency``: invert a recipe's data-scaling fit L(D) = A/D^B + C,
+  D_eff(L) = (A/(L - C))^(1/B); multiplier = D_eff(L_new) / D_eff(L_ref).
+- ``data_efficiency_interval``: a CI for that multiplier, drawing (A, B, C) of the data
+  fit (and the compared loss, given its SE) from their normal approximation.
+- ``compare_asymptotes``: one table of asymptotes with SEs and CIs across recipes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from scipy import optimize, stats
+
+from analysis.errors import AnalysisInputError
+from analysis.laws.laws import DataConstrained
+
+__all__ = [
+    "AsymptoteFit",
+    "compare_asymptotes",
+    "compute_optimal",
+    "compute_optimal_constrained",
+    "data_efficiency",
+    "data_efficiency_interval",
+    "effective_data",
+    "ensemble_asymptote",
+    "fit_asymptote",
+    "joint_asymptote",
+]
+
+
+@dataclass(frozen=True)
+class AsymptoteFit:
+    """L(x) = A / x^B + C fitted by least squares; ``cov`` is curve_fit's covariance."""
+
+    A: float
+    B: float
+    C: float
+    cov: np.ndarray  # (3, 3) for (A, B, C); row and column of B are 0 when B is fixed
+    x: np.ndarray
+    y: np.ndarray
+    n_free: int = 3
+    """Free parameters: 3, or 2 when B was held fixed (``fit_asymptote(fixed_B=...)``)."""
+
+    def __call__(self, x) -> np.ndarray:
+        return self.A / np.asarray(x, dtype=float) ** self.B + self.C
+
+    @property
+    def asymptote(self) -> float:
+        return self.C
+
+    @property
+    def se(self) -> dict[str, float]:
+        sd = np.sqrt(np.clip(np.diag(self.cov), 0, None))
+        return dict(zip(("A", "B", "C"), map(float, sd)))
+
+    @property
+    def r2(self) -> float:
+        ss_res = float(np.sum((self.y - self(self.x)) ** 2))
+        ss_tot = float(np.sum((self.y - self.y.mean()) ** 2))
+        return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+    @property
+    def dof(self) -> int:
+        """Residual degrees of freedom, n - free parameters (at least 1)."""
+        return max(self.x.size - self.n_free, 1)
+
+    @property
+    def has_ci(self) -> bool:
+        """More points than parameters and a finite covariance: an interval exists."""
+        return self.x.size > self.n_free and bool(np.all(np.isfinite(self.cov)))
+
+    def band(self, x, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise delta-method interval of the fitted curve at ``x`` (t, ``dof``)."""
+        x = np.asarray(x, dtype=float)
+        jac = np.stack([x**-self.B, -self.A * np.log(x) * x**-self.B, np.ones_like(x)], axis=1)
+        sd = np.sqrt(np.clip(np.einsum("ij,jk,ik->i", jac, self.cov, jac), 0, None))
+        h = stats.t.ppf(0.5 + level / 2, self.dof) * sd
+        mid = self(x)
+        return mid - h, mid + h
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Student-t interval on C with ``dof`` degrees of freedom (wide with 4 points)."""
+        h = stats.t.ppf(0.5 + level / 2, self.dof) * self.se["C"]
+        return (self.C - h, self.C + h)
+
+    def __str__(self) -> str:
+        power = "x" if self.n_free == 2 and self.B == 1.0 else f"x^{self.B:.4g}"
+        return f"{self.A:.4g}/{power} + {self.C:.4f}"
+
+
+def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0), fixed_B: float | None = None) -> AsymptoteFit:
+    """Kim et al.'s fit of A/x^B + C (Kim et al. 2025, arXiv 2509.14786; marin's
+    experiments/data_efficiency/ code); with
+    ``fixed_B``, A/x^fixed_B + C (A and C free)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 3:
+        raise AnalysisInputError(
+            f"need >= 3 matching (x, y) points; got shapes {x.shape}, {y.shape}"
+        )
+    if np.any(x <= 0) or not np.all(np.isfinite(y)):
+        raise AnalysisInputError("x must be > 0 and y finite")
+
+    if fixed_B is not None:
+        def f2(xx, A, C):
+            return A / xx**fixed_B + C
+
+        popt, pcov2 = optimize.curve_fit(f2, x, y, p0=[p0[0], p0[2]], bounds=([0, 0], [np.inf] * 2))
+        pcov = np.zeros((3, 3))
+        pcov[np.ix_([0, 2], [0, 2])] = pcov2
+        return AsymptoteFit(float(popt[0]), float(fixed_B), float(popt[1]), cov=pcov, x=x, y=y, n_free=2)
+
+    def f(xx, A, B, C):
+        return A / xx**B + C
+
+    popt, pcov = optimize.curve_fit(f, x, y, p0=list(p0), bounds=([0, 0, 0], [np.inf] * 3))
+    return AsymptoteFit(*map(float, popt), cov=np.asarray(pcov), x=x, y=y)
+
+
+def ensemble_asymptote(K, loss) -> AsymptoteFit:
+    """Loss of a K-member (logit-averaged) ensemble vs K as A/K + C; C is K -> inf (the
+    module docstring says why B = 1)."""
+    return fit_asymptote(K, loss, fixed_B=1.0)
+
+
+def joint_asymptote(N_billions, k_asymptotes) -> AsymptoteFit:
+    """Per-N ensemble asymptotes vs N (billions) as A/N^B + C; C is the N, K -> inf limit."""
+    return fit_asymptote(N_billions, k_asymptotes)
+
+
+def compute_optimal(params: Mapping[str, float], C) -> tuple[np.ndarray, np.ndarray]:
+    """Chinchilla-optimal (N_opt, D_opt) at compute C (FLOPs, C = 6 N D)."""
+    A, B, al, be = (float(params[k]) for k in ("A", "B", "alpha", "beta"))
+    G = (al * A / (be * B)) ** (1.0 / (al + be))
+    a, b = be / (al + be), al / (al + be)
+    c6 = np.asarray(C, dtype=float) / 6.0
+    return G * c6**a, c6**b / G
+
+
+def compute_optimal_constrained(
+    params: Mapping[str, float], C: float, U: float
+) -> tuple[float, float]:
+    """(N, D) minimising the DataConstrained law at compute C with U unique tokens."""
+    law = DataConstrained()
+
+    def loss(logn: float) -> float:
+        n = np.exp(logn)
+        return float(law.predict(params, {"N": [n], "D": [C / (6 * n)], "U": [U]})[0])
+
+    lo, hi = np.log(1e3), np.log(C / 6.0 / 1e3)
+    grid = np.linspace(lo, hi, 200)
+    i = int(np.argmin([loss(g) for g in grid]))
+    res = optimize.minimize_scalar(
+        loss,
+        bounds=(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    n = float(np.exp(res.x))
+    return n, C / (6.0 * n)
+
+
+def effective_data(fit: AsymptoteFit, loss) -> np.ndarray:
+    """D_eff(L) = (A / (L - C))^(1/B): data the fitted recipe needs to reach L (nan if L <= C)."""
+    L = np.asarray(loss, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(L > fit.C, (fit.A / (L - fit.C)) ** (1.0 / fit.B), np.nan)
+
+
+def data_efficiency(fit: AsymptoteFit, loss_new, loss_ref) -> np.ndarray:
+    """How many times more data the fitted (reference) recipe needs to match ``loss_new``
+    than to reach ``loss_ref``: D_eff(L_new) / D_eff(L_ref). A does not enter."""
+    return effective_data(fit, loss_new) / effective_data(fit, loss_ref)
+
+
+def data_efficiency_interval(fit: AsymptoteFit, loss_new: float, loss_ref: float, *,
+                             loss_new_se: float = 0.0, level: float = 0.95, draws: int = 4000,
+                             seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of ``data_efficiency`` over (A, B, C) drawn from N(fit, cov) (and
+    ``loss_new`` from N(loss_new, loss_new_se^2)); a draw at or below its C counts as inf.
+    (nan, nan) when the fit has no interval (``has_ci`` False)."""
+    if not fit.has_ci:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    p = rng.multivariate_normal([fit.A, fit.B, fit.C], fit.cov, size=draws, check_valid="ignore")
+    B, C = np.clip(p[:, 1], 1e-6, None), p[:, 2]  # A cancels in the ratio
+    new = loss_new + loss_new_se * rng.standard_normal(draws)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_m = (np.log(loss_ref - C) - np.log(np.where(new > C, new - C, np.nan))) / B
+        m = np.where(new > C, np.exp(log_m), np.inf)
+    m = m[loss_ref > C]  # a draw whose reference is out of reach says nothing
+    if m.size < draws // 2:
+        return (float("nan"), float("nan"))
+    lo = np.quantile(m, 0.5 - level / 2, method="lower")  # no interpolation towards inf
+    hi = np.quantile(m, 0.5 + level / 2, method="higher")
+    return (float(lo), float(hi))
+
+
+def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.DataFrame:
+    """Table recipe | asymptote | se | lo | hi | method, best first.
+
+    Values: an ``AsymptoteFit`` (curve_fit covariance, t interval), a pair
+    (FitResult, BootstrapResult) (the asymptote E, bootstrap SE and percentile CI), or a
+    bare number (published value, no interval).
+    """
+    from analysis.fit.bootstrap import BootstrapResult
+    from analysis.fit.fit import FitResult
+
+    rows = []
+    for name, item in fits.items():
+        if isinstance(item, AsymptoteFit):
+            lo, hi = item.ci(level)
+            rows.append((name, item.C, item.se["C"], lo, hi, "curve_fit covariance"))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], FitResult):
+            fit, boot = item
+            if not isinstance(boot, BootstrapResult):
+                raise AnalysisInputError(f"{name}: expected (FitResult, BootstrapResult)")
+            lo, hi = boot.ci(level)["E"]
+            rows.append((name, fit.params["E"], boot.se["E"], lo, hi, f"bootstrap n={boot.n}"))
+        elif isinstance(item, (int, float)):
+            rows.append((name, float(item), None, None, None, "published"))
+        else:
+            raise AnalysisInputError(f"{name}: cannot read an asymptote from {type(item).__name__}")
+    return pl.DataFrame(
+        rows, schema=["recipe", "asymptote", "se", "lo", "hi", "method"], orient="row"
+    ).sort("asymptote")

@@ -1,0 +1,338 @@
+"""Recipes under a fixed data budget and unlimited compute (Kim et al. 2025, arXiv 2509.14786).
+
+Recipes are found by ``analysis.recipes.rows``: explicit filters, else the runs' ``recipe``
+column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` /
+``sweeps/tiny_infinite_compute.yaml`` (blocks ``tuned``, ``data``, ``ensemble``,
+``distill-ensemble``, ``self-distill``). It computes:
+
+- per recipe, e.g. **standard** (wd = ``ref_wd``; epochs tuned) and **regularized** (wd
+  and epochs tuned): the best loss per N at the base budget U0 (the budget most recipe
+  runs share), fitted as A/N^B + C
+  (``analysis.recipes.asymptotes.fit_asymptote``, Kim's plain least squares; N in millions here, which
+  rescales A only) -> the N -> inf asymptote C with a t-interval from curve_fit's covariance.
+- **regularized, mean of seeds**: where an ensemble's members are seeds of the regularized
+  recipe's best cell at N (member 0 is that run), the mean over them replaces the single
+  best run, and is fitted the same way (``_seed_means``).
+- **ensembles** (``<sweep>/ensembles/evals.parquet``, logit averaging): per N, loss vs K as
+  A/K + C (``recipes.ensemble_asymptote``: B = 1, the ensemble's variance term), then those
+  K -> inf asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
+- **distillation**: the students' losses, against the single model of their size and its
+  teacher ensemble ("share of the ensembling gain kept").
+- **data efficiency**: the reference (standard) recipe's best loss at each budget U fitted as A/U^B + C
+  and inverted, D_eff(L) = (A/(L - C))^(1/B); a recipe's multiplier is D_eff(L)/D_eff(L_ref)
+  with L_ref the standard recipe's best loss at U0 (Kim's "1x"). A loss at or below the
+  data fit's asymptote is out of the standard recipe's reach at any U (multiplier inf).
+  Each multiplier carries an interval (``recipes.data_efficiency_interval``); without one
+  it is left out (nan, with the reason in ``why``).
+- ``reportable``: whether an asymptote may be written as a number (>= 4 points, a finite
+  interval, identified). Markdown: ``analysis.report.infinite_compute_md``; figure in the manner
+  of Kim et al.'s Figure 1: ``analysis.plots.recipes``.
+
+Pure polars/numpy/scipy/matplotlib (no torch, no scalelab): reads ``runs.parquet``
+(``scalelab collect``) and the ensemble evals. ``python -m analysis.report.infinite_compute_md SWEEP``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from analysis.tables.ensemble_groups import pick_groups
+from analysis.errors import AnalysisInputError
+from analysis.fit.identified import why_not_identified
+from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
+from analysis.tables.runs import drop_stale
+from analysis.recipes.asymptotes import (
+    AsymptoteFit,
+    compare_asymptotes,
+    data_efficiency,
+    data_efficiency_interval,
+    ensemble_asymptote,
+    fit_asymptote,
+)
+
+__all__ = ["MIN_POINTS", "Blocks", "RecipeAnalysis", "analyze", "ensemble_beats_members",
+           "reportable", "unidentified"]
+
+MIN_POINTS = 4
+"""Points a fit needs before its asymptote (or a multiplier from it) is written: with 3 the
+three parameters interpolate and no interval exists."""
+
+SCALE = 1e6
+"""x units of the fits: millions of parameters / unique tokens (Kim uses billions; the unit
+only rescales A, and millions keep curve_fit's start p0 = [1, 0.5, 2] near CPU-scale data)."""
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Which sweep blocks hold which recipe (the plan's ``block`` column)."""
+
+    tuned: str = "tuned"
+    data: str = "data"
+    ensemble: str = "ensemble"
+    students: tuple[str, ...] = ("distill-ensemble", "self-distill")
+
+
+@dataclass
+class RecipeAnalysis:
+    U0: float
+    """The base unique-token budget (the tuned block's)."""
+    best_per_n: pl.DataFrame
+    """recipe, N, loss, name (the run achieving the best loss at that N)."""
+    fits: dict[str, AsymptoteFit | None]
+    """'standard', 'regularized', 'ensemble (K->inf)' fits vs N (x = N / 1e6)."""
+    ensemble: pl.DataFrame
+    """N, K, loss (logit averaging), plus the members' own losses (K = 1 rows per member)."""
+    k_fits: dict[int, AsymptoteFit | None]
+    members: pl.DataFrame
+    """N, member, loss: each member alone."""
+    data_points: pl.DataFrame
+    """U, loss, name: the standard recipe's best loss per budget."""
+    data_fit: AsymptoteFit | None
+    ref_loss: float
+    students: pl.DataFrame
+    asymptotes: pl.DataFrame
+    multipliers: pl.DataFrame
+    """recipe, loss, data_multiplier, lo, hi (its interval), why (no multiplier: the reason)."""
+    notes: list[str] = field(default_factory=list)
+    reference: str = "standard"
+    """The recipe the multipliers are relative to (Kim's 1x)."""
+    recipe_source: str = ""
+    """Where the recipes came from (filters, the recipe column, or the blocks)."""
+    has_ensembles: bool = False
+    """Whether ensemble evals were given."""
+
+
+def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size < 3:
+        notes.append(f"{what}: {x.size} point(s), need >= 3 for A/x^B + C; not fitted")
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return law(x, y)
+    except (RuntimeError, ValueError, AnalysisInputError) as err:
+        notes.append(f"{what}: fit failed ({err})")
+        return None
+
+
+def unidentified(fit: AsymptoteFit | None) -> str | None:
+    """Why C of a fit is not a limit of the data, or None (``analysis.fit.identified``)."""
+    if fit is None:
+        return "not fitted"
+    half = None
+    if fit.x.size > fit.n_free:  # else there is no interval (reportable says so)
+        lo, hi = fit.ci()
+        half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
+    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half, n_free=fit.n_free)
+
+
+def _best(frame: pl.DataFrame, by: str) -> pl.DataFrame:
+    return frame.sort("loss").group_by(by, maintain_order=True).first().sort(by)
+
+
+def _tagged(done: pl.DataFrame, rows: RecipeRows) -> dict[str, pl.DataFrame]:
+    """Each recipe's COMPLETED runs (a run may belong to several recipes)."""
+    return {name: done.filter(pred) for name, pred in rows.predicates.items()}
+
+
+def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str], run_ids: pl.Series | None = None):
+    """Logit-averaged ensemble losses vs K, members alone, per-N K fits and K -> inf asymptotes
+    (one ensemble group per N: ``analysis.tables.ensemble_groups``)."""
+    ens = pl.DataFrame(schema={"N": pl.Float64, "K": pl.Int64, "loss": pl.Float64})
+    members = pl.DataFrame(schema={"N": pl.Float64, "member": pl.Int64, "loss": pl.Float64})
+    k_fits: dict[int, AsymptoteFit | None] = {}
+    k_asym: list[tuple[float, float]] = []
+    if ensembles is None or not ensembles.height:
+        notes.append("no ensemble evals (run `scalelab ensemble SWEEP`)")
+        return ens, members, k_fits, k_asym
+    ensembles = pick_groups(ensembles, run_ids, notes)
+    ens = (ensembles.filter(pl.col("method") == "logits")
+           .select(pl.col("N").cast(pl.Float64), pl.col("members").alias("K"), "loss").sort("N", "K"))
+    members = (ensembles.filter(pl.col("method") == "member")
+               .select(pl.col("N").cast(pl.Float64), "member", "loss").sort("N", "member"))
+    for (n,), sub in ens.group_by("N", maintain_order=True):
+        k_fits[int(n)] = f = _fit(sub["K"], sub["loss"], notes, f"ensemble of N={int(n)} vs K", ensemble_asymptote)
+        if (why := unidentified(f)) is None:
+            k_asym.append((n, f.C))
+        else:
+            notes.append(f"ensemble of N={int(n):,} vs K: {why}; left out of the joint N, K fit")
+    return ens, members, k_fits, k_asym
+
+
+SEED_MEAN_OF = "regularized"
+"""The recipe whose best run per size is re-estimated as the mean over that cell's seeds."""
+SEED_MEAN = "regularized, mean of seeds"
+"""The name of that re-estimate (a recipe of ``best_per_n`` and a key of ``fits``)."""
+SAME_RUN_TOL = 1e-5
+"""Member 0 is the best run when their losses agree this closely: the ensemble evaluator
+re-evaluates it and agrees to ~1e-6 (float32 sums in another order)."""
+
+
+def _seed_means(best: pl.DataFrame, members: pl.DataFrame, recipe: str) -> pl.DataFrame:
+    """Per N where an ensemble's member 0 *is* ``recipe``'s best run (the same loss): the
+    mean loss of its members, i.e. of that best cell over its seeds (init and data order).
+    One run's final loss scatters by 0.01-0.03 nats across seeds (docs/calibration.md), and
+    the best of a grid of single runs is biased low by it; the mean over M seeds is not, and
+    scatters sqrt(M) times less. Empty unless >= MIN_POINTS sizes have >= 2 seeds."""
+    chosen = best.filter(pl.col("recipe") == recipe).select("N", pl.col("loss").alias("best"))
+    m0 = members.filter(pl.col("member") == 0).select("N", pl.col("loss").alias("m0"))
+    same = chosen.join(m0, on="N").filter((pl.col("best") - pl.col("m0")).abs() <= SAME_RUN_TOL)
+    means = (members.join(same.select("N"), on="N").group_by("N")
+             .agg(pl.col("loss").mean(), pl.len().alias("seeds")).filter(pl.col("seeds") >= 2).sort("N"))
+    if means.height < MIN_POINTS:
+        return means.clear().select("N", "loss", pl.lit("").alias("name"), pl.lit("").alias("recipe"))
+    return means.select("N", "loss", (pl.lit("mean of ") + pl.col("seeds").cast(pl.String) + " seeds").alias("name"),
+                        pl.lit(SEED_MEAN).alias("recipe"))
+
+
+def _multipliers(cand: list[tuple[str, float, float]], data_fit: AsymptoteFit | None,
+                 ref_loss: float) -> pl.DataFrame:
+    """recipe | loss | data_multiplier | lo | hi | why: a multiplier only with its interval."""
+    rows = []
+    data_why = unidentified(data_fit) if data_fit is not None else None
+    for name, value, se in cand:
+        if data_fit is None:
+            rows.append((name, value, math.nan, math.nan, math.nan, "no data-scaling fit of the reference recipe"))
+            continue
+        if data_why:
+            rows.append((name, value, math.nan, math.nan, math.nan, f"the data-scaling fit is not identified: {data_why}"))
+            continue
+        lo, hi = data_efficiency_interval(data_fit, value, ref_loss, loss_new_se=se)
+        if math.isnan(lo) or math.isnan(hi):
+            why = (f"the data fit has {data_fit.x.size} budgets U, need >= {MIN_POINTS} for an interval"
+                   if data_fit.x.size < MIN_POINTS else "no finite interval from the data fit's covariance")
+            rows.append((name, value, math.nan, math.nan, math.nan, why))
+            continue
+        m = math.inf if value <= data_fit.C else float(data_efficiency(data_fit, value, ref_loss))
+        rows.append((name, value, m, lo, hi, None))
+    schema = {"recipe": pl.String, "loss": pl.Float64, "data_multiplier": pl.Float64, "lo": pl.Float64,
+              "hi": pl.Float64, "why": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd: float = 0.1,
+            blocks: Blocks = Blocks(), loss: str = "final_loss",
+            recipes: Mapping[str, Mapping[str, str]] | None = None,
+            reference: str | None = None) -> RecipeAnalysis:
+    """All recipe numbers of a sweep (see the module docstring). ``recipes``: explicit
+    {name: {column: value}} filters (else the ``recipe`` column, else the blocks);
+    ``reference``: the recipe multipliers are relative to (default "standard")."""
+    notes: list[str] = []
+    need = {"N", "D_unique", "state", loss, "name"}
+    if missing := need - set(runs.columns):
+        raise AnalysisInputError(f"runs table lacks {sorted(missing)} (run `scalelab collect SWEEP`)")
+    runs, stale = drop_stale(runs)
+    notes += [stale] if stale else []
+    rows = find_recipes(runs, recipes, ref_wd=ref_wd, tuned_block=blocks.tuned)
+    ref_name = reference_recipe(rows, reference)
+    done = runs.filter((pl.col("state") == "COMPLETED") & pl.col(loss).is_finite())
+    if dropped := runs.height - done.height:
+        notes.append(f"{dropped} run(s) not COMPLETED (or without a finite loss) left out")
+    done = done.with_columns(pl.col(loss).alias("loss"), pl.col("N").cast(pl.Float64),
+                             pl.col("D_unique").cast(pl.Float64).alias("U"))
+    tagged = _tagged(done, rows)
+    every = pl.concat([f.select("U") for f in tagged.values()])
+    if every.height == 0:
+        raise AnalysisInputError(f"no COMPLETED run with a finite {loss} in any recipe "
+                                 f"({', '.join(tagged)}; from {rows.source})")
+    U0 = float(every["U"].mode().sort()[-1])
+    cols = ["N", "loss", "name"]
+    at_u0 = {name: f.filter(pl.col("U") == U0) for name, f in tagged.items()}
+    best = pl.concat([_best(f.select(cols), "N").with_columns(pl.lit(name).alias("recipe"))
+                      for name, f in at_u0.items()])
+    fits: dict[str, AsymptoteFit | None] = {}
+    for recipe in tagged:
+        sub = best.filter(pl.col("recipe") == recipe)
+        fits[recipe] = _fit(sub["N"] / SCALE, sub["loss"], notes, f"{recipe} vs N")
+
+    ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, runs["run_id"] if "run_id" in runs.columns else None)
+    if (means := _seed_means(best, members, SEED_MEAN_OF)).height:
+        fits[SEED_MEAN] = _fit(means["N"] / SCALE, means["loss"], notes, f"{SEED_MEAN} vs N")
+        best = pl.concat([best, means.select(best.columns)])
+    if len(k_asym) >= 3:
+        n_arr, c_arr = np.array(k_asym).T
+        fits["ensemble (N,K->inf)"] = _fit(n_arr / SCALE, c_arr, notes, "ensemble asymptotes vs N")
+    if k_asym:
+        best = pl.concat([best, pl.DataFrame({"N": [a for a, _ in k_asym], "loss": [c for _, c in k_asym],
+                                              "name": ["K->inf fit"] * len(k_asym),
+                                              "recipe": ["ensemble (K->inf)"] * len(k_asym)})
+                          .with_columns(pl.col("N").cast(pl.Float64))])
+
+    # Distilled students (by block).
+    keep = [c for c in ("block", "name", "run_id", "N", "loss") if c in done.columns]
+    in_block = pl.col("block").is_in(list(blocks.students)) if "block" in done.columns else pl.lit(False)
+    students = done.filter(in_block).select(keep)
+
+    # Data scaling of the reference recipe: its best loss per budget U (+ the data block).
+    ref_rows = tagged[ref_name]
+    data_rows = [ref_rows.select("U", "loss", "name")]
+    if "block" in done.columns:
+        data_rows.append(done.filter(pl.col("block") == blocks.data).select("U", "loss", "name"))
+    data_points = _best(pl.concat(data_rows).unique(), "U")
+    data_fit = _fit(data_points["U"] / SCALE, data_points["loss"], notes, f"{ref_name} recipe vs U")
+    ref_loss = float(at_u0[ref_name]["loss"].min()) if at_u0[ref_name].height else math.nan
+
+    # Asymptotes with CIs, and data-efficiency multipliers (each with its interval).
+    asymptotes = compare_asymptotes({k: v for k, v in fits.items() if v is not None})
+    flags = {k: unidentified(v) for k, v in fits.items()}
+    asymptotes = asymptotes.with_columns(
+        pl.col("recipe").replace_strict(flags, default=None, return_dtype=pl.String).alias("not identified"))
+    for name, why in flags.items():
+        if why and why != "not fitted":
+            notes.append(f"{name} vs N: {why}")
+    if (why := unidentified(data_fit)) and why != "not fitted":
+        notes.append(f"{ref_name} recipe vs U: {why} (no multipliers from it)")
+    cand: list[tuple[str, float, float]] = [(f"{ref_name}, best observed (1x)", ref_loss, 0.0)]
+    for name, frame in at_u0.items():
+        if name != ref_name and frame.height:
+            cand.append((f"{name}, best observed", float(frame["loss"].min()), 0.0))
+    if ens.height:
+        kmax = ens.filter(pl.col("K") == ens["K"].max())
+        cand.append((f"ensemble K={int(kmax['K'][0])}, best observed", float(kmax["loss"].min()), 0.0))
+    for row in students.iter_rows(named=True):
+        cand.append((f"{row['block']} student", float(row["loss"]), 0.0))
+    for name, fit in fits.items():
+        if fit is not None and reportable(fit) is None:
+            cand.append((f"{name} asymptote", fit.C, fit.se["C"]))
+    multipliers = _multipliers(cand, data_fit, ref_loss)
+    return RecipeAnalysis(U0, best, fits, ens, k_fits, members, data_points, data_fit, ref_loss,
+                          students, asymptotes, multipliers, notes, reference=ref_name,
+                          recipe_source=rows.source, has_ensembles=ensembles is not None)
+
+
+def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None) -> str | None:
+    """Why a fit's asymptote may not be written as a number (None: it may): fewer than
+    MIN_POINTS ``what`` (``n``, else the fit's own count), not fitted, no finite interval,
+    or not identified."""
+    count = n if n is not None else (fit.x.size if fit is not None else None)
+    if count is not None and count < MIN_POINTS:
+        noun = what[:-1] if count == 1 and what.endswith("s") else what
+        return f"{count} {noun}, need >= {MIN_POINTS}"
+    if fit is None:
+        return "not fitted (the fit failed; see the notes)"
+    if not fit.has_ci or not np.isfinite(fit.ci()).all():
+        return "no finite interval (curve_fit's covariance is degenerate)"
+    if why := unidentified(fit):
+        return f"not identified: {why}"
+    return None
+
+
+def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:
+    """Per N, for every K >= 2: is the K-ensemble's loss below each of its K members'?"""
+    out = []
+    for (n,), sub in res.ensemble.group_by("N", maintain_order=True):
+        alone = res.members.filter(pl.col("N") == n).sort("member")["loss"].to_list()
+        parts = []
+        for k, loss in zip(sub["K"].to_list(), sub["loss"].to_list()):
+            if k >= 2 and len(alone) >= k:
+                margin = min(alone[:k]) - loss
+                parts.append(f"K={k}: {'yes' if margin > 0 else 'NO'} ({margin:+.4f})")
+        out.append(f"N={int(n):,}: " + ", ".join(parts))
+    return out
