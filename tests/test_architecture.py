@@ -2,10 +2,11 @@
 docs/architecture.md hold.
 
 The graph is read from the source with ``ast`` (nothing is imported): an edge for every
-``import``/``from ... import`` of a project module, at module level or inside a function
-(a lazy import hides a cycle from Python, not from a reader), except under
-``if TYPE_CHECKING:`` (annotations only). ``from pkg import name`` is an edge to
-``pkg.name`` when that is a module, else to ``pkg``.
+``import``/``from ... import`` of a project module, at module level, inside a function
+(a lazy import hides a cycle from Python, not from a reader) or under
+``if TYPE_CHECKING:`` (an annotation-only import is still a dependency a reader follows:
+a circle through one is a circle). ``from pkg import name`` is an edge to ``pkg.name`` when
+that is a module, else to ``pkg``.
 """
 
 from __future__ import annotations
@@ -37,12 +38,6 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     is_pkg = path.name == "__init__.py"
@@ -50,10 +45,6 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                for sub in child.orelse:
-                    visit(sub)
-                continue
             if isinstance(child, ast.Import):
                 found.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom):
@@ -129,8 +120,8 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_graph_sees_lazy_imports(graph):
-    """Function-level imports are edges (e.g. scalelab.cli.sweep imports the plan lazily)."""
-    assert "scalelab.sweep.plan.expand" in graph["scalelab.cli.sweep"]
+    """Function-level imports are edges (e.g. scalelab.cli.sweep imports the run stage lazily)."""
+    assert "scalelab.sweep.run.start" in graph["scalelab.cli.sweep"]
 
 
 def test_no_import_cycles(graph):
@@ -224,3 +215,87 @@ def test_train_folders_are_listed_and_small():
     for folder in TRAIN_FOLDERS:
         modules = [p for p in (train / folder).glob("*.py") if p.name != "__init__.py"]
         assert 0 < len(modules) <= TRAIN_MAX_MODULES, (folder, len(modules))
+
+
+ANALYSIS_BASE = ("errors", "atomic", "progress")
+"""analysis's top-level modules, below every folder: they import only each other."""
+
+ANALYSIS_FOLDERS = ("tables", "laws", "solvers", "fit", "isoflop", "recipes", "adaptive", "plots",
+                    "report")
+"""analysis's folders, in import order: a module imports only its own folder, the folders
+before it and the base modules (docs/architecture.md draws them)."""
+
+ANALYSIS_MAX_MODULES = 16
+
+
+def _analysis_level(m: str) -> int | None:
+    """An analysis module's place: -1 for the package and its base modules, its folder's index
+    in a folder, None outside analysis (and for a module that is in neither: see below)."""
+    parts = m.split(".")
+    if parts[0] != "analysis":
+        return None
+    if len(parts) == 1 or parts[1] in ANALYSIS_BASE:
+        return -1
+    return ANALYSIS_FOLDERS.index(parts[1]) if parts[1] in ANALYSIS_FOLDERS else None
+
+
+def _analysis_backwards(a: str, b: str) -> bool:
+    """``a`` imports a later folder of analysis (a base module importing any folder included)."""
+    if a == "analysis":  # the package's lazy re-exports (PEP 562) name every folder
+        return False
+    la, lb = _analysis_level(a), _analysis_level(b)
+    return la is not None and lb is not None and lb > la
+
+
+def test_analysis_folder_rule_can_fail(tmp_path):
+    """The rule sees an upward import (a folder importing a later one, a base module importing
+    a folder), also when it is annotation-only under ``if TYPE_CHECKING:``."""
+    g = {"analysis.laws.checks": {"analysis.fit.fit", "analysis.laws.laws", "analysis.errors"},
+         "analysis.errors": {"analysis.tables.runs"},
+         "analysis.plots.plots": {"analysis.report.report", "analysis.fit.fit", "analysis"},
+         "analysis.fit.fit": {"analysis.fit.profile", "analysis.solvers.search"}}
+    assert _violations(g, _analysis_backwards) == [
+        "analysis.errors -> analysis.tables.runs",
+        "analysis.laws.checks -> analysis.fit.fit",
+        "analysis.plots.plots -> analysis.report.report"]
+    source = tmp_path / "checks.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from analysis.fit.fit import FitResult\n")
+    found = _imports("analysis.laws.checks", source, _modules())
+    assert found == {"analysis.fit.fit"}
+    assert _violations({"analysis.laws.checks": found}, _analysis_backwards) == [
+        "analysis.laws.checks -> analysis.fit.fit"]
+
+
+def test_analysis_folders_import_only_earlier_ones(graph):
+    assert _violations(graph, _analysis_backwards) == []
+
+
+def test_analysis_folders_are_listed_and_small():
+    """Every module of analysis is a base module or in a folder of ANALYSIS_FOLDERS (so it is
+    ordered), and each folder has at most ANALYSIS_MAX_MODULES modules."""
+    root = PACKAGES["analysis"]
+    folders = {p.parent.name for p in root.glob("*/__init__.py")}
+    assert folders == set(ANALYSIS_FOLDERS)
+    top = {p.stem for p in root.glob("*.py")} - {"__init__"}
+    assert top == set(ANALYSIS_BASE)
+    for folder in ANALYSIS_FOLDERS:
+        modules = [p for p in (root / folder).glob("*.py") if p.name != "__init__.py"]
+        assert 0 < len(modules) <= ANALYSIS_MAX_MODULES, (folder, len(modules))
+
+
+def test_matplotlib_only_under_analysis_plots():
+    """Only analysis.plots imports matplotlib (at module level or lazily), so a fit, a report's
+    numbers or scalelab's use of analysis never loads it except to draw."""
+    root = PACKAGES["analysis"]
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if SKIP_DIRS & set(rel.parts[:-1]) or rel.parts[0] == "plots":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            found += [f"{rel}: {n}" for n in names if n.split(".")[0] == "matplotlib"]
+    assert found == []
