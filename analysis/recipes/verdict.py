@@ -1,0 +1,265 @@
+"""Which recipe wins at infinite compute, by at least how much: one rule for identified
+asymptotes and for recipes that overfit.
+
+Kim, Kotha, Liang, Hashimoto 2025 ("Pre-training under infinite compute", arXiv 2509.14786)
+compare recipes by the asymptote E of L(N) = A / N^B + E. A recipe whose loss *rises* with N
+(the standard recipe overfits at a fixed data budget) has no asymptote: what it achieved is
+its best observed loss. Each recipe's level is a ``RecipeLevel``:
+
+* an identified asymptote: E with its CI (lo, hi) and SE;
+* or, for a recipe whose loss rises with N (``rises_with_n``), its best observed loss with
+  its noise sigma (the SD of that loss: from replicate seeds when there are any,
+  ``replicate_sigma``, else the residual scatter around a smooth curve, ``scatter_sigma``).
+
+The rule (``recipe_verdict``). Each level has a range it is taken to lie in at 95%:
+
+* asymptote: its CI (lo, hi);
+* best observed: best -/+ 2 sigma. Its lower end best - 2 sigma is what the comparison uses
+  against it. The best observed loss is an optimistic estimate of the level the recipe can
+  reach (it is the minimum over sizes of noisy losses), so measuring the winner's margin from
+  best - 2 sigma is conservative.
+
+A beats B at infinite compute by at least X nats when X = (B's lower end) - (A's upper end) > 0,
+e.g. X = (B_best - 2 sigma_B) - A_hi for an identified A against an overfitting B. For two
+identified asymptotes the two CIs are not independent (the same sizes, often the same seeds),
+so the rule takes the *paired* CI of Delta E = E_A - E_B (``analysis.recipes.compare``'s
+paired bootstrap, ``RecipeComparison``): A wins by at least -hi when hi < 0, B by at least lo
+when lo > 0. Otherwise: no verdict, with the reason in numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis import AnalysisInputError
+
+__all__ = ["Z", "RecipeLevel", "Rise", "Verdict", "recipe_verdict", "replicate_sigma",
+           "rises_with_n", "scatter_sigma"]
+
+Z = 2.0
+"""Sigmas a best observed loss is taken to lie within (about 95% for Gaussian noise)."""
+
+
+def _count(v: float) -> str:
+    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class RecipeLevel:
+    """A recipe's loss at infinite compute: an identified asymptote or its best observed loss."""
+
+    name: str
+    kind: str  # "asymptote" or "best observed"
+    value: float  # E, or the best observed loss
+    lo: float  # asymptote: CI lower end; best observed: value - Z sigma
+    hi: float  # asymptote: CI upper end; best observed: value + Z sigma
+    se: float = float("nan")  # asymptote: the SE of E
+    sigma: float = float("nan")  # best observed: the SD of the best loss
+    at_n: float = float("nan")  # best observed: the size N (parameters) it was observed at
+    sigma_from: str = ""  # best observed: where sigma comes from, in words
+
+    @classmethod
+    def asymptote(cls, name: str, E: float, lo: float, hi: float,
+                  se: float = float("nan")) -> RecipeLevel:
+        """An identified asymptote E with its (95%) CI (lo, hi)."""
+        if not (np.isfinite(E) and np.isfinite(lo) and np.isfinite(hi) and lo <= E <= hi):
+            raise AnalysisInputError(f"{name}: an asymptote needs finite lo <= E <= hi, got "
+                                     f"E = {E}, CI ({lo}, {hi})")
+        return cls(name=name, kind="asymptote", value=float(E), lo=float(lo), hi=float(hi),
+                   se=float(se))
+
+    @classmethod
+    def best_observed(cls, name: str, best: float, sigma: float, *, at_n: float = float("nan"),
+                      sigma_from: str = "") -> RecipeLevel:
+        """A recipe whose loss rises with N: its best observed loss ``best`` (at ``at_n``)
+        with the SD ``sigma`` of that loss (of the seed mean, if ``best`` is a mean)."""
+        if not (np.isfinite(best) and np.isfinite(sigma) and sigma >= 0):
+            raise AnalysisInputError(f"{name}: a best observed loss needs finite best and "
+                                     f"sigma >= 0, got {best}, {sigma}")
+        return cls(name=name, kind="best observed", value=float(best),
+                   lo=float(best - Z * sigma), hi=float(best + Z * sigma), sigma=float(sigma),
+                   at_n=float(at_n), sigma_from=sigma_from)
+
+    @property
+    def identified(self) -> bool:
+        return self.kind == "asymptote"
+
+    def describe(self) -> str:
+        """e.g. "E = 1.987 (95% CI 1.947-2.027)" or "best 2.209 at N = 80k (sigma 0.015)"."""
+        if self.identified:
+            return f"E = {self.value:.4g} (CI {self.lo:.4g}-{self.hi:.4g})"
+        at = f" at N = {_count(self.at_n)}" if np.isfinite(self.at_n) else ""
+        src = f", {self.sigma_from}" if self.sigma_from else ""
+        return f"best observed {self.value:.4g}{at} (sigma {self.sigma:.2g}{src})"
+
+    def _lower(self) -> str:
+        """How the lower end reads in a sentence."""
+        if self.identified:
+            return f"{self.name}'s CI lower end {self.lo:.4g}"
+        return (f"{self.name}'s best {self.value:.4g} minus {Z:g} sigma "
+                f"({Z * self.sigma:.2g}) = {self.lo:.4g}")
+
+    def _upper(self) -> str:
+        if self.identified:
+            return f"{self.name}'s upper end {self.hi:.4g}"
+        return (f"{self.name}'s best {self.value:.4g} plus {Z:g} sigma "
+                f"({Z * self.sigma:.2g}) = {self.hi:.4g}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which of two recipes is lower at infinite compute, by at least ``margin`` nats."""
+
+    a: str
+    b: str
+    winner: str | None  # None: no verdict
+    loser: str | None
+    margin: float  # the winner's least margin X, nats (nan when no verdict)
+    method: str  # "paired Delta E" or "upper end vs lower end"
+    reason: str  # the numbers behind the verdict, or why there is none
+    level: float = 0.95
+
+    @property
+    def answered(self) -> bool:
+        return self.winner is not None
+
+    def line(self) -> str:
+        pct = f"{100 * self.level:g}%"
+        if self.answered:
+            return (f"{self.winner} beats {self.loser} at infinite compute by at least "
+                    f"{self.margin:.3g} nats ({pct}): {self.reason}")
+        return f"{self.a} vs {self.b}: no verdict: {self.reason}"
+
+
+def recipe_verdict(a: RecipeLevel, b: RecipeLevel, *,
+                   delta_ci: tuple[float, float] | None = None,
+                   level: float = 0.95) -> Verdict:
+    """The verdict between recipes ``a`` and ``b`` (module docstring).
+
+    ``delta_ci``: the paired CI (lo, hi) of E_a - E_b, required when both are identified
+    asymptotes (``compare_recipes(...)``'s Delta E; never re-estimated here)."""
+    if a.identified and b.identified:
+        if delta_ci is None:
+            raise AnalysisInputError(
+                f"{a.name} and {b.name} both have identified asymptotes: pass the paired CI of "
+                f"E_{a.name} - E_{b.name} (delta_ci, from compare_recipes); their separate CIs "
+                f"ignore that they share sizes and seeds")
+        lo, hi = (float(v) for v in delta_ci)
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+            raise AnalysisInputError(f"delta_ci must be finite with lo <= hi, got {delta_ci}")
+        ci = f"E_{a.name} - E_{b.name} = {a.value - b.value:+.4g}, paired CI ({lo:+.4g}, {hi:+.4g})"
+        if hi < 0:
+            return Verdict(a.name, b.name, a.name, b.name, -hi, "paired Delta E",
+                           f"{ci} lies below 0", level)
+        if lo > 0:
+            return Verdict(a.name, b.name, b.name, a.name, lo, "paired Delta E",
+                           f"{ci} lies above 0", level)
+        return Verdict(a.name, b.name, None, None, float("nan"), "paired Delta E",
+                       f"{ci} contains 0", level)
+    for w, l in ((a, b), (b, a)):
+        x = l.lo - w.hi
+        if x > 0:
+            return Verdict(a.name, b.name, w.name, l.name, x, "upper end vs lower end",
+                           f"{w._upper()} lies {x:.3g} below {l._lower()}", level)
+    # no verdict: report the pair whose ends come closest to separating
+    w, l = (a, b) if a.value <= b.value else (b, a)
+    gap = l.lo - w.hi
+    if not l.identified:
+        reason = (f"{w._upper()} is within {Z:g} sigma ({Z * l.sigma:.2g}) of {l.name}'s best "
+                  f"{l.value:.4g} (they overlap by {-gap:.3g} nats)")
+    else:
+        reason = (f"{w._upper()} does not lie below {l._lower()} (they overlap by "
+                  f"{-gap:.3g} nats)")
+    return Verdict(a.name, b.name, None, None, float("nan"), "upper end vs lower end", reason,
+                   level)
+
+
+# ----------------------------------------------------------------------------- noise
+
+def replicate_sigma(groups: Sequence[Sequence[float]]) -> float:
+    """Pooled within-size SD of one run's loss from replicate seeds: groups of losses, one
+    group per size (or per any setting the seeds share). sqrt(SUM_g SUM_i (y_gi - ybar_g)^2 /
+    SUM_g (m_g - 1)); groups of one seed carry no information. The SD of a mean of m seeds is
+    this / sqrt(m)."""
+    ss, dof = 0.0, 0
+    for g in groups:
+        v = np.asarray(g, dtype=float)
+        if v.size >= 2:
+            ss += float(np.sum((v - v.mean()) ** 2))
+            dof += v.size - 1
+    if dof == 0:
+        raise AnalysisInputError("replicate_sigma needs a size with >= 2 seeds")
+    return float(np.sqrt(ss / dof))
+
+
+def scatter_sigma(n, loss) -> float:
+    """SD of one loss from the scatter around a smooth curve when there are no replicate
+    seeds: the residual SD of a quadratic in log N (it follows a U-shaped curve, which a power
+    law does not), sqrt(SSE / (n - 3)); needs >= 4 sizes. It also absorbs any misfit of the
+    quadratic, so it errs large (a conservative verdict)."""
+    n = np.asarray(n, dtype=float)
+    y = np.asarray(loss, dtype=float)
+    if n.size < 4 or np.unique(n).size < 3:
+        raise AnalysisInputError(f"scatter_sigma needs >= 4 points at >= 3 sizes, got {n.size}")
+    t = np.log(n)
+    X = np.stack([np.ones_like(t), t - t.mean(), (t - t.mean()) ** 2], axis=1)  # (n, 3)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    return float(np.sqrt(np.sum((y - X @ coef) ** 2) / (n.size - 3)))
+
+
+@dataclass(frozen=True)
+class Rise:
+    """Whether a recipe's loss rises with N (it overfits). True in a boolean context when it
+    does; ``line`` says so in numbers either way."""
+
+    rises: bool
+    best: float  # the lowest loss
+    best_n: float  # at this N
+    last: float  # the loss at the largest N
+    last_n: float
+    sigma: float
+    line: str
+
+    def __bool__(self) -> bool:
+        return self.rises
+
+
+def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
+    """Does the loss at the largest N exceed the best loss at a smaller N by more than z sigma?
+
+    n (m,) sizes, loss (m,) the loss at each (seed means averaged per size first if there are
+    several; ``sigma`` is then the SD of such a mean). The threshold z sigma (z = 2) is on the
+    rise itself, so a flat tail of noisy points is taken for a rise more often than 5% of the
+    time (the best is the minimum of several noisy losses); a recipe taken for overfitting is
+    compared by its best observed loss minus 2 sigma, which errs in its favour."""
+    n = np.asarray(n, dtype=float)
+    y = np.asarray(loss, dtype=float)
+    if n.ndim != 1 or n.shape != y.shape or n.size < 2:
+        raise AnalysisInputError(f"n and loss must be 1-D of one length >= 2, got {n.shape}, "
+                                 f"{y.shape}")
+    if not (np.isfinite(sigma) and sigma >= 0):
+        raise AnalysisInputError(f"sigma must be finite and >= 0, got {sigma}")
+    sizes = np.unique(n)
+    if sizes.size != n.size:  # average the points per size
+        y = np.array([y[n == s].mean() for s in sizes])
+        n = sizes
+    order = np.argsort(n)
+    n, y = n[order], y[order]
+    i = int(np.argmin(y))
+    best, best_n, last, last_n = float(y[i]), float(n[i]), float(y[-1]), float(n[-1])
+    rise = last - best
+    if i == n.size - 1:
+        line = f"the loss is lowest at the largest size (N = {_count(last_n)}: {last:.4g})"
+        return Rise(False, best, best_n, last, last_n, float(sigma), line)
+    rises = rise > z * sigma
+    head = (f"the loss at the largest size (N = {_count(last_n)}: {last:.4g}) exceeds the best "
+            f"({best:.4g} at N = {_count(best_n)}) by {rise:.3g} nats")
+    line = (f"{head}, more than {z:g} sigma ({z * sigma:.2g}): it rises with N" if rises else
+            f"{head}, within {z:g} sigma ({z * sigma:.2g}): no rise")
+    return Rise(bool(rises), best, best_n, last, last_n, float(sigma), line)
