@@ -18,7 +18,8 @@
    else launch the chosen runs as the study's ``adaptive`` block (``block``), wait, and
    look again (3). ``max_rounds`` caps the rounds planned by one call ("max_rounds").
 
-Every launch is ``scalelab.sweep.run.launch.execute(wait=True)``: runs are content-hashed
+Every launch is ``scalelab.sweep.run.start.launch_plan(wait=True)`` (``launch.execute``;
+staged when a plan has distillation students): runs are content-hashed
 and claimed, so a run that is done is never trained again, two loops on one sweep train
 each run once, and a second invocation after the study ended launches nothing (it looks,
 finds the target met or plans nothing new). The decisions depend only on the finished
@@ -44,10 +45,10 @@ from scalelab.adaptive.block import block_spec
 from scalelab.adaptive.observed import Observed, observe
 from scalelab.adaptive.study import GPU_HOURS, Study, load_study
 from scalelab.errors import UserError
-from scalelab.store.atomic import write_text_atomic
 from scalelab.store.layout import PLAN_FILE
 from scalelab.sweep.plan.datasets import dataset_facts
-from scalelab.sweep.run.launch import DiskPlan, execute, plan_from_disk, sweep_dir_for
+from scalelab.sweep.run.launch import DiskPlan, plan_from_disk, sweep_dir_for
+from scalelab.sweep.run.start import launch_plan, start_sweep
 from scalelab.sweep.spec.load import load_spec
 from scalelab.sweep.view.collect import collect
 
@@ -128,11 +129,10 @@ def run_adaptive_sweep(spec_path: str | Path, budget: float, *, target_width: fl
     study = load_study(spec, datasets=dataset_facts(spec))
     check_budget(study)
     sweep_dir = sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root).resolve()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", spec.text)  # as `scalelab sweep` does
+    start_sweep(spec, sweep_dir)  # spec.yaml, as `scalelab sweep` writes it
     record.remember_study(sweep_dir, study)
     loop = _Loop(study, sweep_dir, budget, loss,
-                 dict(executor=executor, backend=backend, **({"target": target} if target else {})),
+                 dict(executor=executor, backend=backend, target=target),
                  say or (lambda line: None), goal, recipes)
     return loop.run(target_width=target_width, batch=batch, max_rounds=max_rounds, level=level,
                     noise_sd=noise_sd)
@@ -166,8 +166,8 @@ class _Loop:
         return observe(self.study, self.runs, loss=self.loss)
 
     def launch(self, plan) -> None:
-        report = execute(plan, self.sweep_dir, self.study.spec.launcher, wait=True,
-                         **self.launch_kw)
+        report = launch_plan(plan, self.sweep_dir, self.study.spec.launcher, wait=True,
+                             **self.launch_kw)
         self.launched += report.launched
 
     def launch_runs(self, run_ids: Sequence[str]) -> None:

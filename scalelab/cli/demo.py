@@ -35,28 +35,23 @@ def sweeps_dir() -> Path:
 def run_demo(spec_path: Path, root: Path, *, executor: str | None = None, echo=print) -> tuple[int, Path | None]:
     """Sweep -> ensembles -> collect -> recipes report. Returns (exit code, report path)."""
     from analysis.report.infinite_compute_md import write_infinite_compute_report
-    from scalelab.distill.stages import execute_staged, has_students
     from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
-    from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.plan.datasets import dataset_facts
-    from scalelab.sweep.plan.expand import expand
-    from scalelab.sweep.run.launch import execute, sweep_dir_for
+    from scalelab.sweep.run.launch import sweep_dir_for
+    from scalelab.sweep.run.start import plan_sweep, start_sweep
     from scalelab.sweep.spec.load import load_spec
     from scalelab.sweep.view.collect import collect
 
     t0 = time.perf_counter()
     spec = load_spec(spec_path)
     # Each run process gets launcher.cpus_per_task threads (the local backend's thread_env).
-    plan = expand(spec, datasets=dataset_facts(spec))
+    plan = plan_sweep(spec)
     sweep_dir = sweep_dir_for(spec.name, root=root, launcher_root=None)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", spec.text)
+    sweep = start_sweep(spec, sweep_dir)
     steps = int(plan.table["steps"].sum())
     tokens = int(plan.table["D_total"].sum()) if "D_total" in plan.table.columns else 0
     echo(f"[demo] {spec_path.name}: {len(plan)} runs, {steps:,} training steps, "
          f"{tokens / 1e6:,.1f}M training tokens -> {sweep_dir}")
-    launch = execute_staged if has_students(plan) else execute
-    report = launch(plan, sweep_dir, spec.launcher, wait=True, executor=executor)
+    report = sweep.launch(plan, wait=True, executor=executor)  # staged when it has students
     failed = sorted(r for r, s in report.results.items() if s not in ("COMPLETED",))
     took = time.perf_counter() - t0
     rate = f", {tokens / took / 1e3:,.0f}k tokens/s over all runs" if tokens and not report.skipped else ""

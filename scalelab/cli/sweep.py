@@ -86,11 +86,9 @@ def sweep_cmd(
 ) -> int:
     """Plan SPEC and launch the runs that are new, preempted or timed out. ``-q`` and
     ``--log-format`` also reach the runs it launches (SCALELAB_QUIET, SCALELAB_LOG_FORMAT)."""
-    from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.plan.datasets import dataset_facts
-    from scalelab.sweep.plan.expand import expand
     from scalelab.sweep.run.backends import check_executor
-    from scalelab.sweep.run.launch import decide, execute, sweep_dir_for
+    from scalelab.sweep.run.launch import decide, sweep_dir_for
+    from scalelab.sweep.run.start import plan_sweep, start_sweep
     from scalelab.sweep.spec.load import load_spec
 
     check_executor(executor)
@@ -101,7 +99,7 @@ def sweep_cmd(
                          executor=executor, target=target)
     fmt = _plan_format(fmt, output, dry_run=dry_run, runs=runs)
     loaded = load_spec(spec)
-    plan = expand(loaded, datasets=dataset_facts(loaded))
+    plan = plan_sweep(loaded)
     sweep_dir = sweep_dir_for(loaded.name, root=root, launcher_root=loaded.launcher.root)
     console = _console()
     if dry_run:
@@ -120,14 +118,9 @@ def sweep_cmd(
         else:
             console.print(view)
         return EXIT_OK
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", _spec_copy(console, spec, loaded, plan, sweep_dir))
-    kwargs = {"target": target} if target else {}
-    from scalelab.distill.stages import execute_staged, has_students
-
-    launch = execute_staged if has_students(plan) else execute  # teachers -> text -> students
-    report = launch(plan, sweep_dir, loaded.launcher, wait=wait, executor=executor,
-                    progress=shown.run_bars, **kwargs)
+    started = start_sweep(loaded, sweep_dir, text=_spec_copy(console, spec, loaded, plan, sweep_dir))
+    report = started.launch(plan, wait=wait, executor=executor, progress=shown.run_bars,
+                            target=target)  # staged when it has students: teachers -> text -> students
     return _report(console, report, waited=wait or not report.handles or bool(report.results))
 
 

@@ -31,9 +31,9 @@ def tune_cmd(
     log_format: str | None = log_format_option(),
 ) -> int:
     """Tune SPEC: each trial is an ordinary run; re-running continues the study."""
-    from scalelab.store.atomic import write_text_atomic
-    from scalelab.sweep.run.launch import sweep_dir_for
     from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.run.launch import sweep_dir_for
+    from scalelab.sweep.run.start import start_sweep
     from scalelab.sweep.spec.load import load_spec
     from scalelab.tune.study import execute_runner, tune
 
@@ -42,8 +42,7 @@ def tune_cmd(
     if loaded.tune is None:
         raise loaded.error("no tune: section (method, objective, space or axes)", None)
     sweep_dir = sweep_dir_for(f"{loaded.name}-tune", root=root, launcher_root=loaded.launcher.root)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", loaded.text)
+    start_sweep(loaded, sweep_dir)  # each round's plan: execute_runner -> launch_plan
     with output:
         runs = execute_runner(sweep_dir, loaded, executor=executor, target=target,
                               progress=output.run_bars)

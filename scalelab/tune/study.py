@@ -4,7 +4,7 @@ Trials are ordinary runs: each trial is the spec with some keys pinned (Optuna: 
 sampled ``tune.space`` values; coordinate: a grid point and a cell of the other axes),
 expanded by ``plan.expand`` (so seeds, members and derive rules still apply; a trial's
 value is the mean objective over its runs) and launched through the sweep machinery
-(``launch.execute``) into ``<root>/<name>-tune/``, which is a sweep directory like any
+(``start.launch_plan``) into ``<root>/<name>-tune/``, which is a sweep directory like any
 other (``status``, ``collect`` work on it). Runs are content-addressed, so a repeated
 point, a re-run of ``tune`` or a duplicate Optuna suggestion never trains twice.
 
@@ -138,16 +138,16 @@ def objective_values(frame: pl.DataFrame, metric: str) -> dict[str, float | None
 
 def execute_runner(sweep_dir: Path, spec: Spec, *, executor: str | None = None,
                    target: str | None = None, progress: bool = True) -> Runner:
-    """The default runner: ``launch.execute(wait=True)`` then ``collect``."""
+    """The default runner: ``start.launch_plan(wait=True)`` (``launch.execute``, staged
+    when the trial's plan has distillation students) then ``collect``."""
     from scalelab.sweep.view.collect import collect
-    from scalelab.sweep.run.launch import execute
+    from scalelab.sweep.run.start import launch_plan
 
     metric = spec.tune.objective if spec.tune else "final_loss"
 
     def run(plan: Plan) -> dict[str, float | None]:
-        kwargs = {"target": target} if target else {}
-        execute(plan, sweep_dir, spec.launcher, wait=True, executor=executor,
-                progress=progress, **kwargs)
+        launch_plan(plan, sweep_dir, spec.launcher, wait=True, executor=executor,
+                    progress=progress, target=target)
         return objective_values(collect(sweep_dir), metric)
 
     return run
