@@ -4,7 +4,7 @@ its 95% prediction intervals on synthetic studies with known truth (issue 25, ac
 Coverage band 90-98% over 200 studies (seeds 0..199, fixed): the acceptance's band. Its
 width is not slack for a wrong method: the same rows with the parameter term g Cov g' left
 out of the variance cover 84-90% (k = 2, n = 5), and with z instead of t quantiles 69% (n = 5,
-one residual dof) and 84-85% (k = 2), all below 90% (measured when this test was written).
+one residual dof) and 83-85% (k = 2), all below 90% (measured when this test was written).
 A row's binomial SE with 200 studies is ~1.5 points."""
 
 from __future__ import annotations
