@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.adaptive.law import MIN_SIZES, SCALE, fit_points, jacobian
+from analysis.adaptive.law import fit_points
+from analysis.recipes.kim_law import MIN_SIZES, SCALE, jacobian
 from analysis.adaptive.target_fits import SizePoints, fit_target
 
 __all__ = ["Design", "Posterior", "planning_posterior"]

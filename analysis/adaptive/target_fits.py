@@ -43,7 +43,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from analysis.adaptive.law import MIN_SIZES, SCALE, fit_points, jacobian
+from analysis.adaptive.law import fit_points
+from analysis.recipes.kim_law import MIN_SIZES, SCALE, jacobian
 from analysis.adaptive.targets import NO_ESTIMATE, Estimate, Summary, Target
 from analysis.adaptive.space import CandidateSpace
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from analysis.adaptive.law import MIN_SIZES
+from analysis.recipes.kim_law import MIN_SIZES
 from analysis.adaptive.space import CandidateSpace
 from analysis.errors import AnalysisInputError
 

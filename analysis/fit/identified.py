@@ -1,7 +1,8 @@
 """Whether the asymptote C of a fit L(x) = A/x^B + C is a limit the data identify.
 
 Pure numpy. Three ways it is not (each gives the reason, in words):
-- B ~ 0: the loss does not fall with x (flat or non-monotone), C + A is its mean level;
+- B ~ 0 (or A = 0, a flat fitted curve): the loss does not fall with x (flat or
+  non-monotone), C + A is its mean level;
 - C at its bound 0: the points do not bend over the range, nothing pins an asymptote;
 - the fitted fall across the data, L(x_min) - L(x_max), is within twice the residual
   scatter: the curve's shape is noise (typically a huge B with a tiny A), C is again a
@@ -28,7 +29,7 @@ def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | No
     half-width of C's interval, where the fit has one (nan or inf: no finite interval);
     ``n_free``: the fit's free parameters (2 when B is fixed), for the residual scatter."""
     x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
-    if B < 1e-3:
+    if B < 1e-3 or float(np.ptp(fitted)) == 0.0:  # B ~ 0, or A = 0: a flat fitted curve
         return "B ~ 0: the loss does not fall with x, C is a mean level, not a limit"
     if C < 1e-2 * float(np.min(y)):  # within 1% of the bound
         return "C at its bound 0: the points do not bend, no asymptote is identified"

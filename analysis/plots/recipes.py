@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analysis.recipes.infinite_compute import SCALE, RecipeAnalysis, reportable, unidentified
+from analysis.recipes.infinite_compute import RecipeAnalysis, reportable, unidentified
+from analysis.recipes.kim_law import SCALE
 from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
 
 __all__ = ["plot_recipes"]

@@ -5,9 +5,9 @@ compute-optimal allocation (Hoffmann et al. 2022, arXiv 2203.15556).
   G = (alpha A / (beta B))^(1/(alpha+beta)), a = beta/(alpha+beta), b = alpha/(alpha+beta).
 - ``compute_optimal_constrained``: the DataConstrained law has no closed form; minimise
   it over N along D = C/(6N) for a unique-token budget U (1-D bounded search in log N).
-- ``fit_asymptote``: Kim et al.'s A/x^B + C by plain least squares
-  (``scipy.optimize.curve_fit``, p0 = [1, 0.5, 2], all bounds [0, inf)), x in billions
-  (parameters, tokens) or the member count K. Used for the joint N, K asymptote (fit the
+- ``fit_asymptote``: Kim et al.'s A/x^B + C by least squares (A, C >= 0), an adapter over
+  the one engine of this law, ``kim_law.fit_kim``, x in billions or millions (parameters,
+  tokens; ``kim_law.SCALE``) or the member count K. Used for the joint N, K asymptote (fit the
   per-N K->inf asymptotes vs N) and data scaling. ``fixed_B`` holds B at a value (then
   two free parameters, and n - 2 degrees of freedom for the intervals).
 - ``ensemble_asymptote``: the loss of a K-member ensemble as A/K + C (B = 1). For iid
@@ -35,6 +35,7 @@ from scipy import optimize, stats
 
 from analysis.errors import AnalysisInputError
 from analysis.laws.laws import DataConstrained
+from analysis.recipes.kim_law import fit_kim, profile_fit
 
 __all__ = [
     "AsymptoteFit",
@@ -52,7 +53,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AsymptoteFit:
-    """L(x) = A / x^B + C fitted by least squares; ``cov`` is curve_fit's covariance."""
+    """L(x) = A / x^B + C fitted by (weighted) least squares (``kim_law.fit_kim``); ``cov``
+    is the Gauss-Newton covariance s^2 (J'WJ)^-1 (Seber & Wild 1989, sec. 2.1)."""
 
     A: float
     B: float
@@ -62,6 +64,8 @@ class AsymptoteFit:
     y: np.ndarray
     n_free: int = 3
     """Free parameters: 3, or 2 when B was held fixed (``fit_asymptote(fixed_B=...)``)."""
+    w: np.ndarray | None = None
+    """Per-point weights of the fit (None: all 1)."""
 
     def __call__(self, x) -> np.ndarray:
         return self.A / np.asarray(x, dtype=float) ** self.B + self.C
@@ -77,8 +81,9 @@ class AsymptoteFit:
 
     @property
     def r2(self) -> float:
-        ss_res = float(np.sum((self.y - self(self.x)) ** 2))
-        ss_tot = float(np.sum((self.y - self.y.mean()) ** 2))
+        w = np.ones_like(self.y) if self.w is None else self.w
+        ss_res = float(np.sum(w * (self.y - self(self.x)) ** 2))
+        ss_tot = float(np.sum(w * (self.y - np.average(self.y, weights=w)) ** 2))
         return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
 
     @property
@@ -110,10 +115,13 @@ class AsymptoteFit:
         return f"{self.A:.4g}/{power} + {self.C:.4f}"
 
 
-def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0), fixed_B: float | None = None) -> AsymptoteFit:
-    """Kim et al.'s fit of A/x^B + C (Kim et al. 2025, arXiv 2509.14786; marin's
-    experiments/data_efficiency/ code); with
-    ``fixed_B``, A/x^fixed_B + C (A and C free)."""
+def fit_asymptote(x, y, fixed_B: float | None = None, w=None) -> AsymptoteFit:
+    """Kim et al.'s least-squares fit of A/x^B + C (Kim et al. 2025, arXiv 2509.14786);
+    with ``fixed_B``, A/x^fixed_B + C (A and C free). ``w``: per-point weights (a point that
+    is the mean of m seeds weighs m). An adapter: the fit is ``kim_law.fit_kim`` (the one
+    engine of this law, polished by ``fit_law``), its covariance Gauss-Newton's
+    s^2 (J'WJ)^-1; with as many points as parameters, the profiled interpolation
+    (``kim_law.profile_fit``) without a covariance."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 3:
@@ -122,21 +130,16 @@ def fit_asymptote(x, y, p0=(1.0, 0.5, 2.0), fixed_B: float | None = None) -> Asy
         )
     if np.any(x <= 0) or not np.all(np.isfinite(y)):
         raise AnalysisInputError("x must be > 0 and y finite")
-
-    if fixed_B is not None:
-        def f2(xx, A, C):
-            return A / xx**fixed_B + C
-
-        popt, pcov2 = optimize.curve_fit(f2, x, y, p0=[p0[0], p0[2]], bounds=([0, 0], [np.inf] * 2))
-        pcov = np.zeros((3, 3))
-        pcov[np.ix_([0, 2], [0, 2])] = pcov2
-        return AsymptoteFit(float(popt[0]), float(fixed_B), float(popt[1]), cov=pcov, x=x, y=y, n_free=2)
-
-    def f(xx, A, B, C):
-        return A / xx**B + C
-
-    popt, pcov = optimize.curve_fit(f, x, y, p0=list(p0), bounds=([0, 0, 0], [np.inf] * 3))
-    return AsymptoteFit(*map(float, popt), cov=np.asarray(pcov), x=x, y=y)
+    n_free = 3 if fixed_B is None else 2
+    cov = np.zeros((3, 3))
+    if x.size <= n_free:  # interpolation: no residual degree of freedom, no covariance
+        A, B, C, _ = (float(v[0]) for v in profile_fit(x, y, w))
+        return AsymptoteFit(A, B, C, cov=np.full((3, 3), np.nan), x=x, y=y, n_free=n_free)
+    fit = fit_kim(x, y, w, fixed_B=fixed_B)
+    free = list(fit.free)
+    cov[np.ix_(free, free)] = fit.cov
+    return AsymptoteFit(fit.A, fit.B, fit.E, cov=cov, x=x, y=y, n_free=fit.p,
+                        w=fit.w)
 
 
 def ensemble_asymptote(K, loss) -> AsymptoteFit:
@@ -221,7 +224,7 @@ def data_efficiency_interval(fit: AsymptoteFit, loss_new: float, loss_ref: float
 def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.DataFrame:
     """Table recipe | asymptote | se | lo | hi | method, best first.
 
-    Values: an ``AsymptoteFit`` (curve_fit covariance, t interval), a pair
+    Values: an ``AsymptoteFit`` (Gauss-Newton covariance, t interval), a pair
     (FitResult, BootstrapResult) (the asymptote E, bootstrap SE and percentile CI), or a
     bare number (published value, no interval).
     """
@@ -232,7 +235,7 @@ def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.Da
     for name, item in fits.items():
         if isinstance(item, AsymptoteFit):
             lo, hi = item.ci(level)
-            rows.append((name, item.C, item.se["C"], lo, hi, "curve_fit covariance"))
+            rows.append((name, item.C, item.se["C"], lo, hi, "Gauss-Newton covariance"))
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], FitResult):
             fit, boot = item
             if not isinstance(boot, BootstrapResult):

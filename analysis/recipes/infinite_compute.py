@@ -9,7 +9,7 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   and epochs tuned): the best loss per N at the base budget U0 (the budget most recipe
   runs share), fitted as A/N^B + C
   (``analysis.recipes.asymptotes.fit_asymptote``, Kim's plain least squares; N in millions here, which
-  rescales A only) -> the N -> inf asymptote C with a t-interval from curve_fit's covariance.
+  rescales A only) -> the N -> inf asymptote C with a t-interval from the Gauss-Newton covariance.
 - **regularized, mean of seeds**: where an ensemble's members are seeds of the regularized
   recipe's best cell at N (member 0 is that run), the mean over them replaces the single
   best run, and is fitted the same way (``_seed_means``).
@@ -47,6 +47,7 @@ from analysis.errors import AnalysisInputError
 from analysis.fit.identified import why_not_identified
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
 from analysis.tables.runs import drop_stale
+from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
 from analysis.recipes.asymptotes import (
     AsymptoteFit,
     compare_asymptotes,
@@ -59,13 +60,10 @@ from analysis.recipes.asymptotes import (
 __all__ = ["MIN_POINTS", "Blocks", "RecipeAnalysis", "analyze", "ensemble_beats_members",
            "reportable", "unidentified"]
 
-MIN_POINTS = 4
-"""Points a fit needs before its asymptote (or a multiplier from it) is written: with 3 the
-three parameters interpolate and no interval exists."""
-
-SCALE = 1e6
-"""x units of the fits: millions of parameters / unique tokens (Kim uses billions; the unit
-only rescales A, and millions keep curve_fit's start p0 = [1, 0.5, 2] near CPU-scale data)."""
+MIN_POINTS = MIN_SIZES
+"""Points a 3-parameter fit needs before its asymptote (or a multiplier from it) is written:
+``kim_law.MIN_SIZES`` (two residual degrees of freedom; the reason is written there). A fit
+with B fixed (A/K + C) needs ``kim_law.min_sizes(2)``."""
 
 
 @dataclass(frozen=True)
@@ -312,13 +310,14 @@ def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = N
     MIN_POINTS ``what`` (``n``, else the fit's own count), not fitted, no finite interval,
     or not identified."""
     count = n if n is not None else (fit.x.size if fit is not None else None)
-    if count is not None and count < MIN_POINTS:
+    need = min_sizes(fit.n_free) if fit is not None else MIN_POINTS
+    if count is not None and count < need:
         noun = what[:-1] if count == 1 and what.endswith("s") else what
-        return f"{count} {noun}, need >= {MIN_POINTS}"
+        return f"{count} {noun}, need >= {need}"
     if fit is None:
         return "not fitted (the fit failed; see the notes)"
     if not fit.has_ci or not np.isfinite(fit.ci()).all():
-        return "no finite interval (curve_fit's covariance is degenerate)"
+        return "no finite interval (the fit's covariance is degenerate)"
     if why := unidentified(fit):
         return f"not identified: {why}"
     return None

@@ -39,10 +39,29 @@ import numpy as np
 
 from analysis import AnalysisInputError, PowerLaw, fit_law
 
-__all__ = ["B_GRID", "SCALE", "LawFit", "fit_kim", "jacobian", "profile_fit"]
+__all__ = ["B_GRID", "MIN_SIZES", "SCALE", "LawFit", "fit_kim", "jacobian", "min_sizes",
+           "profile_fit"]
 
 SCALE = 1e6
-"""x = N / SCALE (millions of parameters) or U / SCALE (millions of unique tokens)."""
+"""x = N / SCALE (millions of parameters) or U / SCALE (millions of unique tokens). Every
+A / x^B + E fit of a sweep uses it (the report, ``compare``, ``next``, the adaptive loop):
+Kim et al. use billions; the unit rescales A only, and millions keep x near 1 at CPU scale."""
+MIN_SIZES = 5
+"""Sizes (distinct x) a 3-parameter fit needs before its asymptote is written with an
+interval: two residual degrees of freedom (``min_sizes(3)``). With 3 sizes the three
+parameters interpolate (no interval); with 4 the Wald interval rests on one residual degree
+of freedom (t_0.975 = 12.7) and was not to be trusted: on the CPU twin's real runs the
+adaptive loop's first intervals on 4 sizes (0.29-0.37 nats wide) missed the whole cache's
+E in 5 of 10 arms, and a ranking decided on 4 sizes per recipe was wrong in 3 of 12
+synthetic seeds; with 5 its first intervals covered E in 8 of 8 arms and no decision was
+wrong (docs/adaptive.md). The one rule of the report, ``compare``, ``next`` and the loop."""
+
+
+def min_sizes(n_free: int) -> int:
+    """Sizes a fit with ``n_free`` free parameters needs for an interval: n_free + 2 (two
+    residual degrees of freedom; ``MIN_SIZES`` for A, B, E; 4 for A / K + C with B fixed)."""
+    return int(n_free) + 2
+
 B_GRID = np.geomspace(0.005, 8.0, 320)
 """Exponents the profiled sum of squares is evaluated on before the golden-section refine
 (ratio 1.023 between neighbours; fit_law's box for the exponent is [0, 10])."""
@@ -62,16 +81,33 @@ class LawFit:
     x: np.ndarray = field(repr=False)  # (n,) the law's variable, count / SCALE
     y: np.ndarray = field(repr=False)  # (n,) losses
     w: np.ndarray = field(repr=False)  # (n,) weights (ones when unweighted)
-    cov: np.ndarray = field(repr=False)  # (p, p) Gauss-Newton covariance; nan when singular
+    cov: np.ndarray = field(repr=False)  # (p, p) Gauss-Newton covariance of the free
+    # parameters (A, B[, E]), or (A, E) with B fixed; nan when singular
+    fixed_B: bool = False  # B held at its value (A / x^B + E with A, E free; p = 2)
 
     @property
     def n(self) -> int:
         return int(self.x.size)
 
     @property
+    def free(self) -> tuple[int, ...]:
+        """Columns of (A, B, E) that are free: (0, 1, 2), (0, 1) or (0, 2) with B fixed."""
+        if self.fixed_B:
+            return (0, 2) if self.floor else (0,)
+        return (0, 1, 2) if self.floor else (0, 1)
+
+    @property
     def p(self) -> int:
-        """Free parameters: 3 (A, B, E) or 2 (A, B)."""
-        return 3 if self.floor else 2
+        """Free parameters: 3 (A, B, E), 2 (A, B), or 2 (A, E) with B fixed."""
+        return len(self.free)
+
+    def var(self, name: str) -> float:
+        """Variance of "A", "B" or "E" (0 for a fixed one, nan without a covariance)."""
+        i = "ABE".index(name)
+        if i not in self.free:
+            return 0.0
+        k = self.free.index(i)
+        return float(self.cov[k, k])
 
     @property
     def dof(self) -> int:
@@ -96,8 +132,7 @@ class LawFit:
 
     def jacobian(self, x) -> np.ndarray:
         """dL/d(A, B[, E]) at x (m,) -> (m, p)."""
-        J = jacobian(self.A, self.B, x)
-        return J if self.floor else J[:, :2]
+        return jacobian(self.A, self.B, x)[:, list(self.free)]
 
     def mean_var(self, x) -> np.ndarray:
         """Delta-method variance of the fitted L at x (m,) -> (m,): g Cov g'."""
@@ -197,13 +232,14 @@ def profile_fit(x, Y, w=None, *, floor: bool = True):
 
 
 def _covariance(A: float, B: float, x: np.ndarray, w: np.ndarray, sse: float,
-                floor: bool) -> np.ndarray:
+                floor: bool, cols: tuple[int, ...] | None = None) -> np.ndarray:
     """Gauss-Newton covariance s^2 (J'WJ)^-1 (p, p); nan when there is no residual degree of
     freedom or J'WJ is singular. Singular is judged on the column-scaled matrix (condition
     number > ``_MAX_COND`` of D J'WJ D, D = 1 / column norms), so a small A alone is not
     singular; A = 0 (dL/dB = 0) or B -> 0 (x^-B ~ 1 - B ln x, A and E collinear) are."""
-    p = 3 if floor else 2
-    J = jacobian(A, B, x)[:, :p] * np.sqrt(w)[:, None]  # (n, p)
+    cols = cols if cols is not None else ((0, 1, 2) if floor else (0, 1))
+    p = len(cols)
+    J = jacobian(A, B, x)[:, list(cols)] * np.sqrt(w)[:, None]  # (n, p)
     dof = x.size - p
     norms = np.linalg.norm(J, axis=0)  # (p,)
     if dof <= 0 or not np.all(np.isfinite(J)) or np.any(norms == 0):
@@ -215,14 +251,17 @@ def _covariance(A: float, B: float, x: np.ndarray, w: np.ndarray, sse: float,
     return (sse / dof) * np.linalg.inv(M) / np.outer(norms, norms)
 
 
-def fit_kim(x, y, w=None, *, floor: bool = True, polish: bool = True) -> LawFit:
+def fit_kim(x, y, w=None, *, floor: bool = True, polish: bool = True,
+            fixed_B: float | None = None) -> LawFit:
     """Least-squares fit of A / x^B + E (``floor``) or A / x^B to points (x, y), x = count / SCALE.
 
     The 3-parameter fit is ``fit_law(PowerLaw(), loss="mse", space="linear", weights=w)``
     started at the profiled optimum (``profile_fit``); the better of the two by SSE is kept
     (they agree). A fit whose E is at its bound 0 stays the profiled one (fit_law keeps E > 0
     through its log). The pure power law is the profiled fit (one free exponent).
-    ``polish=False`` skips fit_law (the same optimum, ~10x faster: for simulations)."""
+    ``polish=False`` skips fit_law (the same optimum, ~10x faster: for simulations).
+    ``fixed_B``: B held at that value, A and E (>= 0) by weighted linear least squares (exact:
+    the law is linear in them), e.g. B = 1 for an ensemble's A / K + C."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     w = np.ones_like(x) if w is None else np.asarray(w, dtype=float)
@@ -232,6 +271,18 @@ def fit_kim(x, y, w=None, *, floor: bool = True, polish: bool = True) -> LawFit:
     if not (np.all(np.isfinite(x)) and np.all(x > 0) and np.all(np.isfinite(y))
             and np.all(np.isfinite(w)) and np.all(w > 0)):
         raise AnalysisInputError("x must be finite and > 0, losses finite, weights > 0")
+    if fixed_B is not None:
+        if not (np.isfinite(fixed_B) and fixed_B > 0):
+            raise AnalysisInputError(f"fixed_B must be finite and > 0, got {fixed_B}")
+        p = 2 if floor else 1
+        if x.size < p + 1:
+            raise AnalysisInputError(f"{x.size} points for {p} parameters of A/x^{fixed_B:g}"
+                                     f"{' + E' if floor else ''}: need >= {p + 1}")
+        B = float(fixed_B)
+        A, E, sse = (float(v[0]) for v in _coef_rows(x[None, :] ** -B, y[None, :], w, floor))
+        cols = (0, 2) if floor else (0,)
+        cov = _covariance(A, B, x, w, sse, floor, cols)
+        return LawFit(A=A, B=B, E=E, floor=floor, sse=sse, x=x, y=y, w=w, cov=cov, fixed_B=True)
     p = 3 if floor else 2
     if x.size < p + 1:
         raise AnalysisInputError(f"{x.size} points for {p} parameters of "

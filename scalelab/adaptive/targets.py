@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from analysis.adaptive import CandidateSpace, TargetFit
-from analysis.adaptive.law import MIN_SIZES
+from analysis.recipes.kim_law import MIN_SIZES
 from analysis.adaptive.targets import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
 from scalelab.adaptive.study import Study
 from scalelab.errors import UserError, did_you_mean

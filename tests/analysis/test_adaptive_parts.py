@@ -20,7 +20,8 @@ from analysis.adaptive import (
     run_key,
     size_points,
 )
-from analysis.adaptive.law import fit_points, jacobian
+from analysis.adaptive.law import fit_points
+from analysis.recipes.kim_law import jacobian
 from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.errors import AnalysisInputError
 

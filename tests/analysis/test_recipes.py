@@ -89,4 +89,4 @@ def test_compare_asymptotes_table():
     )
     assert table["recipe"].to_list() == ["ensembles", "regularized", "standard"]
     row = table.row(0, named=True)
-    assert row["lo"] < row["asymptote"] < row["hi"] and row["method"] == "curve_fit covariance"
+    assert row["lo"] < row["asymptote"] < row["hi"] and row["method"] == "Gauss-Newton covariance"
