@@ -225,10 +225,11 @@ def data_multiplier(law: DataLaw, L_new: float, L_new_se: float, L_ref: float, *
     r = fit.residuals()
     r = (r - r.mean()) * np.sqrt(n / (n - p))  # (n,)
     Ystar = yhat + r[rng.integers(0, n, size=(n_boot, n))]  # (n_boot, n)
-    _, Bs, Cs, _ = profile_fit(fit.x, Ystar, floor=fit.floor)  # (n_boot,) each
+    As, Bs, Cs, _ = profile_fit(fit.x, Ystar, floor=fit.floor)  # (n_boot,) each
     new = L_new + L_new_se * rng.standard_normal(n_boot)
     ref = L_ref + L_ref_se * rng.standard_normal(n_boot)
     m = _multiplier(ref, new, Bs, Cs)  # (n_boot,), inf where out of reach
+    m = np.where(As > 0, m, np.inf)  # a flat refit (A* = 0) reaches no loss below C*
     beyond = float(np.mean(~np.isfinite(m)))
     lo = float(np.quantile(m, 0.5 - level / 2, method="lower"))
     hi = float(np.quantile(m, 0.5 + level / 2, method="higher"))  # no interpolation towards inf

@@ -70,7 +70,7 @@ class HoldoutCheck:
 
     k: int  # sizes held out
     level: float  # the prediction intervals' level
-    n: int  # points in the study
+    n: int  # distinct sizes in the study
     points: tuple[HeldOutPoint, ...]  # the held-out sizes, ascending x; () when not checked
     refit: tuple[float, float, float]  # (A, B, E) of the refit; nan when not checked
     dof: int  # residual degrees of freedom of the refit, n - k - 3
