@@ -299,3 +299,22 @@ def test_matplotlib_only_under_analysis_plots():
                      else [])
             found += [f"{rel}: {n}" for n in names if n.split(".")[0] == "matplotlib"]
     assert found == []
+
+
+def _command_modules() -> set[str]:
+    """The CLI's command modules: ``scalelab.cli._VERB_MODULES`` (read from the source)."""
+    tree = ast.parse((PACKAGES["scalelab"] / "cli" / "__init__.py").read_text())
+    for node in ast.walk(tree):
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(t, ast.Name) and t.id == "_VERB_MODULES" for t in targets):
+            return {f"scalelab.cli.{name}" for name in ast.literal_eval(node.value)}
+    raise AssertionError("scalelab/cli/__init__.py: no _VERB_MODULES")
+
+
+def test_no_command_module_imports_another(graph):
+    """A command module (one verb) imports the packages below and the CLI's helper modules
+    (``cli.progress``, ``cli.recipe_options``, ``cli.runs_table``, ...), never another verb's
+    module: what two verbs share lives in a helper."""
+    commands = _command_modules()
+    assert {"scalelab.cli.sweep", "scalelab.cli.report", "scalelab.cli.next"} <= commands
+    assert _violations(graph, lambda a, b: a in commands and b in commands) == []

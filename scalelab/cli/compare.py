@@ -58,7 +58,8 @@ def compare_cmd(
     from analysis.recipes.compare import compare_recipes
     from analysis.errors import AnalysisInputError
     from scalelab.adaptive.recipe_cells import recipe_cells
-    from scalelab.cli.report import read_runs_table, recipe_filters
+    from scalelab.cli.recipe_options import recipe_filters
+    from scalelab.cli.report import read_runs_table
     from scalelab.sweep.run.launch import sweep_dir_of
 
     filters = recipe_filters(recipe)

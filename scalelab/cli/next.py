@@ -25,21 +25,15 @@ from pathlib import Path
 import typer
 
 from scalelab.cli.app import app
+from scalelab.cli.recipe_options import RECIPE_HELP, TARGET_HELP, recipe_filters
 from scalelab.errors import UserError, did_you_mean
 
 LOSSES = ("final_loss", "best_loss")
-TARGET_CHOICES = ("regularized.E (default: the asymptote E of the tuned grid), NAME.E, ranking "
-                  "(the recipes' order by E) or multiplier (E's data multiplier against the "
-                  "reference recipe's data law; needs the data block).")
-TARGET_HELP = "What to pin down: " + TARGET_CHOICES
-RECIPE_HELP = ("NAME=axis=v1|v2[,axis=v]: a recipe as a slice of the grid (repeatable; "
-               "default: standard = weight decay 0.1, regularized = the whole grid).")
 
 
 def study_target(study, target: str, recipes: list[str], runs):
     """The ``analysis.adaptive.targets`` target of ``--target``/``--recipe`` options."""
     from scalelab.adaptive.targets import build_target
-    from scalelab.cli.report import recipe_filters
 
     return build_target(study, target, filters=recipe_filters(recipes), runs=runs)
 

@@ -23,6 +23,7 @@ import typer
 
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
+from scalelab.cli.recipe_options import recipe_filters
 from scalelab.errors import UserError
 
 _RECORDS = ("status.json", "evals.parquet", "evals")
@@ -70,21 +71,6 @@ def read_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None):
 
     return read_sweep_file(fresh_runs_table(sweep, progress))
 
-
-def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
-    from analysis.errors import AnalysisInputError
-    from analysis.recipes.rows import parse_recipe_option
-
-    filters: dict[str, dict[str, str]] = {}
-    for text in options:
-        try:
-            name, conds = parse_recipe_option(text)
-        except AnalysisInputError as err:
-            raise UserError(str(err), key="--recipe") from None
-        if name in filters:
-            raise UserError(f"recipe '{name}' given twice", key="--recipe")
-        filters[name] = conds
-    return filters
 
 
 @app.command("report")

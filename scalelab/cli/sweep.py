@@ -28,8 +28,8 @@ import typer
 from rich.console import Console
 
 from scalelab.cli.app import app
-from scalelab.cli.next import RECIPE_HELP, TARGET_CHOICES
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
+from scalelab.cli.recipe_options import RECIPE_HELP, TARGET_CHOICES, recipe_filters
 from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
 _EXECUTOR_HELP = "auto | slurm | local | debug (default: the spec's launcher.executor)."
@@ -163,7 +163,6 @@ def _adaptive(spec: Path, budget: float | None, target_width: float, goal: str, 
     if not adaptive or budget is None or dry_run:
         raise UserError("--adaptive needs --budget GPU_HOURS (and no --dry-run); --budget needs --adaptive")
     from scalelab.adaptive.loop import run_adaptive_sweep
-    from scalelab.cli.report import recipe_filters
 
     result = run_adaptive_sweep(spec, budget, target_width=target_width, root=root,
                                 executor=executor, target=target, goal=goal,
