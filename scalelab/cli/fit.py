@@ -1,8 +1,9 @@
 """``scalelab fit SWEEP --law ...``; ``--isoflop``: ``scalelab.cli.fit_isoflop``;
 ``scalelab report``: ``scalelab.cli.report``.
 
-Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is absent it
-is collected first), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
+Reads ``<sweep>/runs.parquet`` (``scalelab collect`` writes it; when it is missing or stale
+it is collected first: ``scalelab.cli.runs_table``, the freshness rule ``report``,
+``compare`` and ``next`` share), or for ``--x K`` ``<sweep>/ensembles/evals.parquet``, and hands it to
 ``analysis.fit.grouped.fit_selection`` (--where, --group-by, one fit per group); prints one
 table (``scalelab.cli.fit_table``) with bootstrap SEs and CIs and saves a plot per group.
 
@@ -25,22 +26,17 @@ import typer
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.errors import UserError, did_you_mean
+from scalelab.store.layout import FIT_FOLDER, ensemble_evals_file
 
 LAWS = ("powerlaw", "chinchilla", "data_constrained")
 
 
 def _runs_table(sweep_dir: Path, progress: Callable[[Any], None] | None = None):
-    """``<sweep>/runs.parquet``, or the runs collected now (reported to ``progress``)."""
-    from scalelab.store.sweep_files import read_sweep_file
+    """``<sweep>/runs.parquet``, collected first when missing or stale (reported to
+    ``progress``): ``scalelab.cli.runs_table``."""
+    from scalelab.cli.runs_table import read_runs_table
 
-    if not sweep_dir.is_dir():
-        raise UserError("no such sweep directory", file=str(sweep_dir))
-    runs_file = sweep_dir / "runs.parquet"
-    if os.path.lexists(runs_file):
-        return read_sweep_file(runs_file)
-    from scalelab.sweep.view.collect import collect
-
-    return collect(sweep_dir, progress=progress)
+    return read_runs_table(sweep_dir, progress)
 
 
 def _analysis_errors():
@@ -75,7 +71,7 @@ def fit_cmd(
         [], "--group-by", help="Fit once per distinct value of this column (repeatable)."
     ),
     bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     out: Path | None = typer.Option(
         None, "--out", help="Plot path stem (default <sweep>/fit/<law>[_<x>]; -<group> added)."
@@ -98,6 +94,7 @@ def fit_cmd(
 
     output = ProgressOutput.from_flags(log_format, quiet)
     _check_bootstrap(bootstrap)
+    _check_out(out)
     if isoflop:
         return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
     key = (law or "powerlaw").strip().lower().replace("-", "_")
@@ -129,7 +126,7 @@ def fit_cmd(
     console.print(fit_table(sel, where, group_by))
     for line in warning_lines(sel, grouped=bool(group_by)):
         console.print(line, markup=False, highlight=False)
-    base = out if out is not None else sweep / "fit" / (key if x in (None, "N") else f"{key}_{x}")
+    base = out if out is not None else sweep / FIT_FOLDER / (key if x in (None, "N") else f"{key}_{x}")
     for g in sel.groups:
         stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
         fig = plot_loss_vs_x(g.data, g.result, g.boot, x=sel.x, title=f"{key} fit: {g.label}")
@@ -150,10 +147,17 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
         table = _runs_table(sweep, output.sink)
     try:
         run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
-                    out=out if out is not None else sweep / "fit" / "isoflop")  # fmt: skip
+                    out=out if out is not None else sweep / FIT_FOLDER / "isoflop")  # fmt: skip
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
     return 0
+
+
+def _check_out(out: Path | None) -> None:
+    """--out: a path stem with a file name (``''`` and ``.`` name no file)."""
+    if out is not None and out.name in ("", ".", ".."):
+        raise UserError(f"expected a path stem with a file name (e.g. fits/powerlaw), got '{out}'",
+                        key="--out")
 
 
 def _check_bootstrap(resamples: int) -> None:
@@ -173,7 +177,7 @@ def _ensembles_table(sweep_dir: Path):
 
     if not sweep_dir.is_dir():
         raise UserError("no such sweep directory", file=str(sweep_dir))
-    path = sweep_dir / "ensembles" / "evals.parquet"
+    path = ensemble_evals_file(sweep_dir)
     if not os.path.lexists(path):
         raise UserError(
             f"--x K fits ensembles/evals.parquet, which is missing: run `scalelab ensemble "

@@ -1,0 +1,141 @@
+"""Every command's every argument and option, given hostile values one at a time (the
+rest of the invocation valid): each call exits 0 or 2 and no exception escapes (no
+traceback). Which commands and parameters exist is read from the CLI itself, so a new
+option is fuzzed without anyone listing it; a command missing from ``BASE`` fails
+``test_every_command_has_a_base_invocation``.
+
+Commands that would train much (``demo``, ``tune``, ``sweep`` without ``--dry-run``) keep
+a guard in their base invocation that stops them after every argument has been parsed and
+checked (an unknown executor, ``--dry-run``), so a hostile value that happens to be valid
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from _fuzz import run_cli  # noqa: E402
+from _tiny_sweep import SPEC, build  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+HOSTILE = ("", "-1", "1e400", "9" * 400, "x", "/dev/zero", "{dir}", "a\nb\x1b[31m")
+"""Values no command should trip over: empty, negative, an overflowing float, a 400-digit
+integer, junk, a device file, a directory, control characters."""
+
+TINY_TRAIN = {
+    "name": "fuzz-train",
+    "model": {"preset": "cpu-50k"},
+    "data": {"dataset": "default", "seq_len": 16, "unique_tokens": 512, "epochs": 1, "val_tokens": 1024},
+    "optim": {"name": "adamw", "lr": 3.0e-3},
+    "train": {"batch_size": 8, "eval_every": 4, "eval_batches": 1, "checkpoint_every": 1000, "device": "cpu"},
+}
+
+BASE: dict[str, tuple[list[str], list[str]]] = {
+    "train": (["{train_cfg}"], ["--run-dir", "{tmp}/train_run", "-q"]),
+    "ensemble": (["{sweep}"], ["--device", "cpu"]),
+    "next": (["{sweep}"], ["-o", "{tmp}/next.yaml"]),
+    "sweep": (["{spec}"], ["--dry-run", "--root", "{tmp}/sweeps"]),
+    "status": (["{sweep}"], []),
+    "retry": (["{sweep}"], ["--executor", "debug"]),
+    "collect": (["{sweep}"], ["-q"]),
+    "fit": (["{sweep}"], ["-q", "--bootstrap", "0", "--out", "{tmp}/fit"]),
+    "report": (["{sweep}"], ["-q", "--bootstrap", "0"]),
+    "explain": (["{run_a}", "{run_b}"], []),
+    "tune": (["{spec}"], ["--root", "{tmp}/tune", "--executor", "no-such-executor"]),
+    "demo": ([], ["--root", "{tmp}/demo", "--executor", "no-such-executor"]),
+    "compare": (["{sweep}", "regularized", "standard"], ["--n-boot", "20"]),
+    "data prepare": (["{file}"], ["--out", "{tmp}/tokens"]),
+    "data info": (["{tmp}/no-tokens"], []),
+}
+"""A valid (or, for the guarded commands, harmless) invocation of each command: its
+arguments in order, then its options."""
+
+GUARDS = {("tune", "executor"), ("demo", "executor"), ("sweep", "dry_run")}
+"""Parameters never fuzzed: the guards that keep a valid hostile value from training."""
+
+
+@functools.cache
+def _commands() -> dict[str, list]:
+    """Every leaf command of the CLI -> its parameters (help excluded)."""
+    import scalelab.cli as cli
+
+    found: dict[str, list] = {}
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+        else:
+            found[" ".join(path)] = [p for p in cmd.params if p.name != "help"]
+
+    walk(typer.main.get_command(cli.app), [])
+    return found
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    cases = []
+    for command, params in _commands().items():
+        for param in params:
+            if getattr(param, "is_flag", False) or (command, param.name) in GUARDS:
+                continue
+            cases += [(command, param.name, value) for value in HOSTILE]
+    return cases
+
+
+def test_every_command_has_a_base_invocation():
+    assert sorted(_commands()) == sorted(BASE)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, str]:
+    """The files the base invocations name: a trained sweep, a tiny train config, ..."""
+    root = tmp_path_factory.mktemp("fuzz_args")
+    sweep = build(root)
+    runs = sorted(p for p in (sweep / "runs").iterdir() if p.is_dir())
+    cfg = root / "train.yaml"
+    cfg.write_text(yaml.safe_dump(TINY_TRAIN))
+    spec = root / "spec.yaml"
+    spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    (root / "a_dir").mkdir()
+    (root / "a_file.txt").write_text("plain text\n")
+    return {"sweep": str(sweep), "spec": str(spec), "train_cfg": str(cfg), "run_a": str(runs[0]),
+            "run_b": str(runs[1]), "dir": str(root / "a_dir"), "missing": str(root / "missing"),
+            "file": str(root / "a_file.txt")}
+
+
+def _invocation(command: str, param, value: str, world: dict[str, str], tmp: Path) -> list[str]:
+    """``BASE[command]`` with ``param`` set to ``value`` (an argument replaced in place,
+    an option replaced or added)."""
+    names = {**world, "tmp": str(tmp)}
+    positional, options = ([a.format(**names) for a in part] for part in BASE[command])
+    value = value.format(**names) if value.startswith("{") else value
+    if param.param_type_name == "argument":
+        arguments = [p for p in _commands()[command] if p.param_type_name == "argument"]
+        index = arguments.index(param)
+        positional = positional[:index] + [value] + positional[index + 1:]
+    else:
+        spelled = [o for o in param.opts if o in options]
+        if spelled:
+            options[options.index(spelled[0]) + 1] = value
+        else:
+            options += [param.opts[0], value]
+    return [*command.split(), *positional, *options]
+
+
+@pytest.mark.parametrize(("command", "param_name", "value"), _cases(),
+                         ids=[f"{c}:{p}:{v[:12]!r}" for c, p, v in _cases()])
+def test_hostile_argument_gives_one_line_never_a_traceback(world, tmp_path, monkeypatch, command,
+                                                          param_name, value):
+    monkeypatch.chdir(tmp_path)  # a relative path a value names lands here
+    param = next(p for p in _commands()[command] if p.name == param_name)
+    args = _invocation(command, param, value, world, tmp_path)
+    outcome = run_cli(args)
+    assert outcome.ok, outcome.describe(args)
