@@ -9,9 +9,9 @@ Each recipe's runs are a polars frame with one row per finished run:
 Rows sharing N are seed replicates of that recipe's chosen (tuned) cell at N, e.g. the
 runs ``analysis.recipes.infinite_compute`` would pick as a size's best cell, and its seeds. The
 law of each recipe is Kim et al.'s (arXiv 2509.14786) L(x) = A / x^B + E with
-x = N / ``scale`` (millions of parameters, as ``infinite_compute.SCALE``), fitted by least
-squares on every run (``fit_law(PowerLaw(), loss="mse", space="linear")``: the objective of
-``recipes.fit_asymptote``; with m_i seeds at x_i it weighs the seed mean at x_i by m_i).
+x = N / ``scale`` (``kim_law.SCALE``), fitted by the one engine of this law (``recipe_asymptote``: the
+seed mean at x_i weighted by its m_i seeds, the optimum of the fit of every run), so E,
+its interval and whether it is identified are the report's and ``next``'s.
 
 The difference of asymptotes Delta = E_A - E_B gets a CI and a two-sided p-value from a
 paired bootstrap. ``resample="sizes+seeds"`` (the default) is two-stage (Davison & Hinkley
@@ -21,7 +21,7 @@ paired bootstrap. ``resample="sizes+seeds"`` (the default) is two-stage (Davison
    the same draw serves both recipes (a size is the pairing unit: whatever is special
    about the model at N, both recipes see it). A draw with fewer than ``min_sizes``
    distinct sizes is drawn again: a resample is a study the analysis would report
-   (``infinite_compute.MIN_POINTS`` = 4 sizes), not a three-point interpolation;
+   (``kim_law.MIN_SIZES`` sizes), not a three-point interpolation;
 2. stage 2, seeds: for each drawn size, that size's m seed replicates are drawn m times
    with replacement, per recipe; when both recipes ran the same seed labels at N (common
    init and data order) one draw of labels serves both.
@@ -80,14 +80,13 @@ from analysis.fit.bootstrap import check_resamples
 from analysis.errors import AnalysisInputError
 from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import PowerLaw
+from analysis.recipes.cells import size_points
+from analysis.recipes.kim_law import MIN_SIZES, SCALE
+from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
 from analysis.solvers.levenberg import lm_batched
 
 __all__ = ["MIN_SIZES", "SCALE", "SCHEMES", "RecipeComparison", "compare_recipes", "refit_counts"]
 
-SCALE = 1e6
-"""x = N / SCALE: millions of parameters (``analysis.recipes.infinite_compute.SCALE``)."""
-MIN_SIZES = 4
-"""Distinct sizes a resample needs (``analysis.recipes.infinite_compute.MIN_POINTS``)."""
 MAX_REDRAWS = 1000
 """Redraws of stage 1 before a resample is refused (only reachable with few sizes)."""
 SCHEMES = ("sizes+seeds", "seeds")
@@ -118,6 +117,9 @@ class RecipeComparison:
     """Share of the 2 n_boot refits that met the LM tolerance."""
     samples: np.ndarray = field(repr=False)
     """Delta* per resample (n_boot,)."""
+    asymptotes: tuple[RecipeAsymptote, RecipeAsymptote] | None = None
+    """Each recipe's E with its interval and why it may not be written
+    (``recipe_asymptote``: the report's and next's numbers and judgement)."""
 
     @property
     def beats(self) -> str | None:
@@ -206,11 +208,15 @@ def _check(frame: pl.DataFrame, name: str) -> None:
             raise AnalysisInputError(f"{name}: column {col} must be finite and > 0")
 
 
-def _fit(r: _Runs) -> FitResult:
+def _fit(r: _Runs, start: RecipeAsymptote) -> FitResult:
+    """The bootstrap's objective at the engine's optimum (``recipe_asymptote``'s fit)."""
+    starts = None
+    if start.fit is not None and start.fit.A > 0 and start.fit.C > 0:
+        starts = [{"A": start.fit.A, "alpha": start.fit.B, "E": start.fit.C}]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_law(PowerLaw(), {"N": r.x, "loss": r.loss}, loss="mse", space="linear",
-                       warn=False)
+                       starts=starts, warn=False)
 
 
 def _draw_sizes(rng: np.random.Generator, k: int, n_boot: int, min_sizes: int) -> np.ndarray:
@@ -330,7 +336,10 @@ def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
                                  f"need >= {max(min_sizes, 3)} for a comparison of asymptotes")
     ra = _read(runs_a.with_columns(pl.col("N").cast(pl.Float64)), names[0], shared, scale)
     rb = _read(runs_b.with_columns(pl.col("N").cast(pl.Float64)), names[1], shared, scale)
-    fa, fb = _fit(ra), _fit(rb)
+    pts = [recipe_asymptote(size_points(f.with_columns(pl.col("N").cast(pl.Float64))
+                                        .filter(pl.col("N").is_in(shared.tolist())), scale), level)
+           for f in (runs_a, runs_b)]
+    fa, fb = _fit(ra, pts[0]), _fit(rb, pts[1])
     rng = np.random.default_rng(seed)
     if resample == "seeds":
         if min(r.size for r in ra.rows + rb.rows) < 2:
@@ -348,8 +357,8 @@ def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
     q = [50 * (1 - level), 50 * (1 + level)]
     lo, hi = (float(v) for v in np.percentile(samples, q))
     return RecipeComparison(
-        names=tuple(names), E=(fa.params["E"], fb.params["E"]),
-        delta=fa.params["E"] - fb.params["E"], ci=(lo, hi), p_value=_pvalue(samples),
+        names=tuple(names), E=(pts[0].E, pts[1].E), delta=pts[0].E - pts[1].E, ci=(lo, hi), p_value=_pvalue(samples),
         level=level, n_boot=n_boot, sizes=tuple(float(s) for s in shared),
         matched=_matched(ra, rb, shared, level),
-        converged=float(np.mean(np.concatenate([oka, okb]))), samples=samples)
+        converged=float(np.mean(np.concatenate([oka, okb]))), samples=samples,
+        asymptotes=(pts[0], pts[1]))

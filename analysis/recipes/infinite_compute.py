@@ -44,10 +44,11 @@ import polars as pl
 
 from analysis.tables.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
-from analysis.fit.identified import why_not_identified
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
 from analysis.tables.runs import drop_stale
+from analysis.recipes.cells import best_cells, cell_columns, size_points
 from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
+from analysis.recipes.recipe_asymptote import recipe_asymptote, unidentified
 from analysis.recipes.asymptotes import (
     AsymptoteFit,
     compare_asymptotes,
@@ -118,17 +119,6 @@ def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit |
     except (RuntimeError, ValueError, AnalysisInputError) as err:
         notes.append(f"{what}: fit failed ({err})")
         return None
-
-
-def unidentified(fit: AsymptoteFit | None) -> str | None:
-    """Why C of a fit is not a limit of the data, or None (``analysis.fit.identified``)."""
-    if fit is None:
-        return "not fitted"
-    half = None
-    if fit.x.size > fit.n_free:  # else there is no interval (reportable says so)
-        lo, hi = fit.ci()
-        half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
-    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half, n_free=fit.n_free)
 
 
 def _best(frame: pl.DataFrame, by: str) -> pl.DataFrame:
@@ -241,15 +231,24 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         raise AnalysisInputError(f"no COMPLETED run with a finite {loss} in any recipe "
                                  f"({', '.join(tagged)}; from {rows.source})")
     U0 = float(every["U"].mode().sort()[-1])
-    cols = ["N", "loss", "name"]
     at_u0 = {name: f.filter(pl.col("U") == U0) for name, f in tagged.items()}
-    best = pl.concat([_best(f.select(cols), "N").with_columns(pl.lit(name).alias("recipe"))
-                      for name, f in at_u0.items()])
-    fits: dict[str, AsymptoteFit | None] = {}
-    for recipe in tagged:
-        sub = best.filter(pl.col("recipe") == recipe)
-        fits[recipe] = _fit(sub["N"] / SCALE, sub["loss"], notes, f"{recipe} vs N")
-
+    # Per N the best cell by its mean loss over seeds, weighted by its seed count: the one
+    # rule of the report, compare and next (``cells``), fitted by ``recipe_asymptote``.
+    cols = cell_columns(done)
+    best_parts, fits = [], {}
+    for recipe, frame in at_u0.items():
+        cell_rows, cells = best_cells(frame, cols)
+        best_parts.append(cells.select("N", pl.col("mean").alias("loss"),
+                                       (pl.col("name") if "name" in cells.columns else pl.lit("")).alias("name"),
+                                       pl.lit(recipe).alias("recipe")))
+        if cells.height < 3:
+            notes.append(f"{recipe} vs N: {cells.height} point(s), need >= 3 for A/x^B + C; not fitted")
+            fits[recipe] = None
+            continue
+        fits[recipe] = recipe_asymptote(size_points(cell_rows)).fit
+        if fits[recipe] is None:
+            notes.append(f"{recipe} vs N: fit failed")
+    best = pl.concat(best_parts)
     ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, runs["run_id"] if "run_id" in runs.columns else None)
     if (means := _seed_means(best, members, SEED_MEAN_OF)).height:
         fits[SEED_MEAN] = _fit(means["N"] / SCALE, means["loss"], notes, f"{SEED_MEAN} vs N")

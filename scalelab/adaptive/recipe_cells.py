@@ -14,7 +14,8 @@ From a sweep's runs table (``scalelab collect``):
    runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``)
    except the seed keys (``seed``, ``train.init_seed``, ``data.seed``,
    ``data.subset_seed``, ``member``), with N and D;
-4. at each N the best cell is the one with the lowest *mean loss over its seeds* (ties: the
+4. at each N the best cell (``analysis.recipes.cells.best_cells``, the rule the report uses
+   too) is the one with the lowest *mean loss over its seeds* (ties: the
    cell with more seeds, then the first in run order). Its runs are the rows, each labelled
    by its seed (the ``seed`` column, else ``train.init_seed``, ``data.seed``, ``member``,
    else the run id or row), so that recipes that ran the same seeds at N are paired.
@@ -32,16 +33,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.recipes.cells import SEED_COLUMNS, best_cells, cell_columns
 from analysis.recipes.rows import find_recipes
 from analysis.tables.runs import drop_stale
 from scalelab.errors import UserError, did_you_mean
 
 __all__ = ["SEED_COLUMNS", "RecipeCells", "recipe_cells"]
 
-SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
-"""Columns that tell seed replicates of one cell apart (never part of the cell)."""
-LABELS = ("seed", "train.init_seed", "data.seed", "member", "run_id")
-"""Columns a row's seed label is taken from, the first that is set."""
 
 
 @dataclass(frozen=True)
@@ -93,37 +91,11 @@ def recipe_cells(runs: pl.DataFrame, names: Sequence[str], *,
         if frame.height == 0:
             raise UserError(f"recipe '{name}' has no COMPLETED run with a finite {loss}"
                             + (f" at U = {U:,.0f}" if U is not None else ""))
-    cols = _cell_columns(done)
+    cols = cell_columns(done)
     rows, cells = {}, {}
     for name, frame in tagged.items():
-        rows[name], cells[name] = _best_cells(frame, cols)
+        try:  # the one rule of the report, compare and next (analysis.recipes.cells)
+            rows[name], cells[name] = best_cells(frame, cols)
+        except AnalysisInputError as err:
+            raise UserError(str(err)) from None
     return RecipeCells(rows, cells, U, found.source, (stale,) if stale else ())
-
-
-def _cell_columns(runs: pl.DataFrame) -> list[str]:
-    """The block, the config columns but the seed keys, N and D (module docstring)."""
-    config = [c for c in runs.columns if "." in c and c not in SEED_COLUMNS]
-    return [c for c in ("block", *config, "N", "D_unique", "D_total") if c in runs.columns]
-
-
-def _best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the best cell's runs per N, the best cell per N) of one recipe's runs."""
-    labels = [c for c in LABELS if c in frame.columns]
-    ids: dict[tuple, int] = {}
-    cell = [ids.setdefault(tuple(tuple(v) if isinstance(v, list) else v for v in key), len(ids))
-            for key in frame.select(cols).rows()]
-    frame = frame.with_row_index("_order").with_columns(
-        pl.coalesce([pl.col(c).cast(pl.String) for c in (*labels, "_order")]).alias("seed_label"),
-        pl.Series("_cell", cell, dtype=pl.Int64))
-    stats = (frame.group_by("_cell")
-             .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("seeds"),
-                  pl.col("_order").min(), pl.col("N").first(),
-                  *[pl.col(c).first() for c in cols if c != "N"])
-             .sort("N", "mean", pl.col("seeds"), "_order", descending=[False, False, True, False])
-             .group_by("N", maintain_order=True).first())
-    flops = (pl.col("flops").cast(pl.Float64) if "flops" in frame.columns
-             else pl.lit(None, dtype=pl.Float64))
-    rows = (frame.join(stats.select("_cell"), on="_cell")
-            .select("N", "loss", pl.col("seed_label").alias("seed"), flops.alias("flops"))
-            .sort("N", "seed"))
-    return rows, stats.drop("_cell", "_order").sort("N")

@@ -28,9 +28,9 @@ def _runs() -> pl.DataFrame:
         best_reg = _law(m, 0.3, 0.6, 2.3)  # regularized: best at wd 0.8
         for ep, pen in ((4, 0.05), (8, 0.0), (16, 0.08)):
             rows.append(dict(block="tuned", N=n, D_unique=U0, state="COMPLETED", name=f"n{n}_e{ep}_wd0.1",
-                             final_loss=best_std + pen, **{"optim.weight_decay": 0.1}))
+                             final_loss=best_std + pen, **{"optim.weight_decay": 0.1, "data.epochs": ep}))
             rows.append(dict(block="tuned", N=n, D_unique=U0, state="COMPLETED", name=f"n{n}_e{ep}_wd0.8",
-                             final_loss=best_reg + pen, **{"optim.weight_decay": 0.8}))
+                             final_loss=best_reg + pen, **{"optim.weight_decay": 0.8, "data.epochs": ep}))
     # Standard recipe's data scaling: best loss vs U = 0.05/(U/1e6)^0.7 + 2.4 (U0 point above
     # must lie on it too: it is the minimum over N at U0).
     data_law = (0.05, 0.7, 2.4)
@@ -38,11 +38,11 @@ def _runs() -> pl.DataFrame:
     shift = ref - _law(U0 / 1e6, *data_law)
     for u in (16384.0, 65536.0, 131072.0):
         rows.append(dict(block="data", N=5e5, D_unique=u, state="COMPLETED", name=f"u{u}",
-                         final_loss=_law(u / 1e6, *data_law) + shift, **{"optim.weight_decay": None}))
+                         final_loss=_law(u / 1e6, *data_law) + shift, **{"optim.weight_decay": None, "data.epochs": None}))
     rows.append(dict(block="tuned", N=5e5, D_unique=U0, state="DIVERGED", name="bad", final_loss=float("nan"),
-                     **{"optim.weight_decay": 0.8}))
+                     **{"optim.weight_decay": 0.8, "data.epochs": 8}))
     rows.append(dict(block="distill-ensemble", N=1e5, D_unique=U0, state="COMPLETED", name="student",
-                     final_loss=2.9, **{"optim.weight_decay": 0.1}))
+                     final_loss=2.9, **{"optim.weight_decay": 0.1, "data.epochs": 8}))
     return pl.DataFrame(rows), data_law, shift, ref
 
 
@@ -61,7 +61,7 @@ def test_recovers_asymptotes_and_multipliers():
     runs, data_law, shift, ref = _runs()
     res = analyze(runs, _ensembles())
     assert res.U0 == U0
-    # Exact synthetic laws: curve_fit recovers C to 1e-4 (4 points, 3 parameters, no noise).
+    # Exact synthetic laws: the engine recovers C to 1e-4 (5 points, 3 parameters, no noise).
     assert res.fits["standard"].C == pytest.approx(2.6, abs=1e-4)
     assert res.fits["regularized"].C == pytest.approx(2.3, abs=1e-4)
     for n, fit in res.k_fits.items():

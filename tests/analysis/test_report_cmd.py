@@ -59,9 +59,9 @@ def test_recipe_filters_and_missing_sizes(sweep_copy, capsys):
     assert run(argv) == 0
     out = capsys.readouterr().out
     assert "recipes from --recipe filters: standard (5 sizes), small (1 sizes)" in out
-    assert "small vs N: 1 size, need >= 4" in out
+    assert "small vs N: 1 size, need >= 5" in out
     ic = (sweep_copy / "report" / "infinite_compute.md").read_text()
-    assert "small vs N: 1 size, need >= 4" in ic
+    assert "small vs N: 1 size, need >= 5" in ic
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -109,7 +109,7 @@ def test_an_unidentified_fit_gets_no_number(tmp_path, capsys):
     assert "regularized asymptote" not in ic  # no multiplier from it
     assert "power law in N, recipe=regularized, D=1.64e+04: not identified" in md
     # No data-scaling fit (one budget U): no multiplier at all, and why.
-    assert "the standard recipe has 1 budget(s) U, need >= 4" in out
+    assert "the standard recipe has 1 budget(s) U, need >= 5" in out
     assert "| multiplier |" not in ic
 
 

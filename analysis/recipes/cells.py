@@ -1,0 +1,93 @@
+"""The one rule that picks a recipe's points: per model size N, the best cell by its mean
+loss over seeds, weighted by its seed count. ``scalelab report`` (``infinite_compute``),
+``scalelab compare`` (``compare``) and ``scalelab.adaptive.recipe_cells`` use it.
+
+A *cell* is a run's config apart from its seed: its block and every config column of the
+runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``) except
+the seed keys (``SEED_COLUMNS``), with N and D. At each N the best cell is the one with the
+lowest mean loss over its seeds (ties: the cell with more seeds, then the first in run
+order); its runs are that size's rows, each labelled by its seed (the first set of
+``LABELS``, else the row), so that recipes that ran the same seeds at N are paired.
+
+The point of a size is then (x = N / ``kim_law.SCALE``, the cell's mean loss, m seeds):
+the weighted least-squares fit of the seed means with weights m has the optimum of the fit
+of every run (SUM_ij (f_i - y_ij)^2 = SUM_i m_i (f_i - ybar_i)^2 + const).
+
+Pure polars/numpy: errors are ``AnalysisInputError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analysis.errors import AnalysisInputError
+from analysis.recipes.kim_law import SCALE
+
+__all__ = ["LABELS", "SEED_COLUMNS", "SizePoints", "best_cells", "cell_columns", "size_points"]
+
+SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
+"""Columns that tell seed replicates of one cell apart (never part of the cell)."""
+LABELS = ("seed", "train.init_seed", "data.seed", "member", "run_id")
+"""Columns a row's seed label is taken from, the first that is set."""
+
+
+@dataclass(frozen=True)
+class SizePoints:
+    """One recipe's points, one per size: x (k,) = N / SCALE ascending, y (k,) the best
+    cell's mean loss, m (k,) its seed count (the fit's weights)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    m: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.x.size)
+
+
+def cell_columns(runs: pl.DataFrame) -> list[str]:
+    """The block, the config columns but the seed keys, N and D (module docstring)."""
+    config = [c for c in runs.columns if "." in c and c not in SEED_COLUMNS]
+    return [c for c in ("block", *config, "N", "D_unique", "D_total") if c in runs.columns]
+
+
+def best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the best cell's runs per N: N, loss, seed, flops; the best cell per N: its
+    ``cols``, mean, seeds[, name of its first run]) of one recipe's runs (N, loss and
+    ``cols``)."""
+    if missing := {"N", "loss"} - set(frame.columns):
+        raise AnalysisInputError(f"runs need columns N and loss; missing {sorted(missing)}")
+    labels = [c for c in LABELS if c in frame.columns]
+    ids: dict[tuple, int] = {}
+    cell = [ids.setdefault(tuple(tuple(v) if isinstance(v, list) else v for v in key), len(ids))
+            for key in frame.select(cols).rows()]
+    frame = frame.with_row_index("_order").with_columns(
+        pl.coalesce([pl.col(c).cast(pl.String) for c in (*labels, "_order")]).alias("seed_label"),
+        pl.Series("_cell", cell, dtype=pl.Int64))
+    named = ["name"] if "name" in frame.columns and "name" not in cols else []
+    stats = (frame.group_by("_cell")
+             .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("seeds"),
+                  pl.col("_order").min(), pl.col("N").first(),
+                  *[pl.col(c).sort_by("_order").first() for c in (*cols, *named) if c != "N"])
+             .sort("N", "mean", pl.col("seeds"), "_order", descending=[False, False, True, False])
+             .group_by("N", maintain_order=True).first())
+    flops = (pl.col("flops").cast(pl.Float64) if "flops" in frame.columns
+             else pl.lit(None, dtype=pl.Float64))
+    rows = (frame.join(stats.select("_cell"), on="_cell")
+            .select("N", "loss", pl.col("seed_label").alias("seed"), flops.alias("flops"))
+            .sort("N", "seed"))
+    return rows, stats.drop("_cell", "_order").sort("N")
+
+
+def size_points(rows: pl.DataFrame, scale: float = SCALE) -> SizePoints:
+    """The points of one recipe's rows (``best_cells``' first frame, or any frame whose rows
+    sharing N are seeds of one cell): per N, x = N / scale, the mean loss and the count."""
+    if missing := {"N", "loss"} - set(rows.columns):
+        raise AnalysisInputError(f"rows need columns N and loss; missing {sorted(missing)}")
+    g = (rows.group_by(pl.col("N").cast(pl.Float64))
+         .agg(pl.col("loss").cast(pl.Float64).mean(), pl.len().alias("m")).sort("N"))
+    return SizePoints(g["N"].to_numpy() / scale, g["loss"].to_numpy(),
+                      g["m"].to_numpy().astype(float))

@@ -1,0 +1,78 @@
+"""A recipe's asymptote E with its confidence interval and the one identifiability
+judgement: what ``scalelab report``, ``scalelab compare`` and ``scalelab next`` print.
+
+Kim et al. 2025 (arXiv 2509.14786): L(x) = A / x^B + E over a recipe's points (one per
+size: the best cell's seed mean, weight m, ``cells.size_points``), fitted by the one engine
+of this law (``kim_law.fit_kim`` through ``asymptotes.fit_asymptote``). The interval is the
+Wald/t interval of nonlinear least squares (Seber & Wild 1989, "Nonlinear Regression",
+ch. 5): E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1. An interval is given
+only with >= ``kim_law.MIN_SIZES`` sizes (the reason is written there), and E is a number
+only when ``analysis.fit.identified.why_not_identified`` finds nothing against it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.errors import AnalysisInputError
+from analysis.fit.identified import why_not_identified
+from analysis.recipes.asymptotes import AsymptoteFit, fit_asymptote
+from analysis.recipes.cells import SizePoints
+from analysis.recipes.kim_law import min_sizes
+
+__all__ = ["RecipeAsymptote", "recipe_asymptote", "unidentified"]
+
+
+@dataclass(frozen=True)
+class RecipeAsymptote:
+    """E of a recipe's points, its interval and why it may not be written."""
+
+    fit: AsymptoteFit | None
+    """The fit (None: fewer than 3 sizes or the fit failed)."""
+    E: float
+    """The asymptote (nan without a fit)."""
+    lo: float
+    """Lower end of the interval at ``level`` (nan without an interval)."""
+    hi: float
+    """Upper end (nan without an interval)."""
+    why_not: str | None
+    """Why E is not written as a number (too few sizes, no interval, not identified), or
+    None: E and (lo, hi) may be reported."""
+    level: float = 0.95
+
+
+def unidentified(fit: AsymptoteFit | None) -> str | None:
+    """Why C of a fit is not a limit of the data, or None (``analysis.fit.identified``)."""
+    if fit is None:
+        return "not fitted"
+    half = None
+    if fit.x.size > fit.n_free:  # else there is no interval
+        lo, hi = fit.ci()
+        half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
+    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half,
+                              n_free=fit.n_free)
+
+
+def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote:
+    """E, its ``level`` interval and the reason it may not be written (module docstring)."""
+    nan = math.nan
+    need = min_sizes(3)
+    if points.n < 3:
+        return RecipeAsymptote(None, nan, nan, nan, f"{points.n} sizes, need >= {need}", level)
+    try:
+        fit = fit_asymptote(points.x, points.y, w=points.m)
+    except AnalysisInputError as err:
+        return RecipeAsymptote(None, nan, nan, nan, f"not fitted ({err})", level)
+    lo, hi = fit.ci(level) if fit.has_ci else (nan, nan)
+    if points.n < need:
+        why = f"{points.n} sizes, need >= {need}"
+    elif not (np.isfinite(lo) and np.isfinite(hi)):
+        why = "no finite interval (the fit's covariance is degenerate)"
+    elif w := unidentified(fit):
+        why = f"not identified: {w}"
+    else:
+        why = None
+    return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level)
