@@ -54,6 +54,7 @@ from analysis.adaptive.space import Axis, CandidateSpace
 from analysis.adaptive.target_fits import TargetFit, evaluate, judge
 from analysis.adaptive.trajectory import reached, width_at
 from analysis.plots.style import plt
+from analysis.tables.layout import runs_file
 
 DESIGNS = ("grid", "random", "adaptive", "adaptive (ridge)")
 RANK_DESIGNS = ("grid", "random", "adaptive (ridge)")
@@ -95,7 +96,7 @@ class CachedTrainer:
 
 def load(sweep_dir: Path) -> Cache:
     """The cache: every COMPLETED run of the reference grid (exits when a cell lacks a seed)."""
-    runs = pl.read_parquet(sweep_dir / "runs.parquet").filter(
+    runs = pl.read_parquet(runs_file(sweep_dir)).filter(
         (pl.col("state") == "COMPLETED") & pl.col("final_loss").is_finite())
     seed = pl.col("seed").cast(pl.Int64) if "seed" in runs.columns else pl.lit(0, dtype=pl.Int64)
     runs = runs.select(pl.col("N").cast(pl.Float64), pl.col(EPOCHS).cast(pl.Float64).alias("epochs"),

@@ -29,6 +29,7 @@ from pathlib import Path
 import polars as pl
 from rich.console import Console
 
+from scalelab.store.layout import EVALS_FILE, PLAN_FILE, RUNS_FOLDER, STATUS_FILE
 from scalelab.sweep.view.collect import collect
 from scalelab.sweep.view.status import render_status, sweep_states
 
@@ -54,8 +55,9 @@ def build(sweep: Path) -> int:
     combos = itertools.product(SIZES, D_UNIQUE, LRS, WDS, SEEDS)
     for i, ((preset, n), d, lr, wd, seed) in enumerate(combos):
         run_id = f"{i:08x}"
-        run_dir = f"runs/{preset}_U{d}_lr{lr:.2g}_wd{wd}_s{seed}-{run_id}"
-        rows.append({"run_id": run_id, "name": run_dir[5:-9], "run_dir": run_dir, "model.preset": preset,
+        name = f"{preset}_U{d}_lr{lr:.2g}_wd{wd}_s{seed}"
+        run_dir = f"{RUNS_FOLDER}/{name}-{run_id}"
+        rows.append({"run_id": run_id, "name": name, "run_dir": run_dir, "model.preset": preset,
                      "data.unique_tokens": d, "optim.lr": lr, "optim.weight_decay": wd, "seed": seed,
                      "member": 0, "N": n, "N_non_embedding": n // 2, "D_unique": d, "D_total": d,
                      "epochs": 1.0, "steps": 100, "flops": 6.0 * n * d, "gpu_hours": None})
@@ -66,13 +68,13 @@ def build(sweep: Path) -> int:
         path.mkdir(parents=True)
         status = {"state": state, "attempts": 1, "job_ids": [f"9999999_{i}"] if state == "RUNNING" else [],
                   "steps_done": 100 if state == "COMPLETED" else 50, "wall_time_s": 12.5, "host": "node1"}
-        (path / "status.json").write_text(json.dumps(status))
+        (path / STATUS_FILE).write_text(json.dumps(status))
         if state == "COMPLETED":
-            evals.write_parquet(path / "evals.parquet")
+            evals.write_parquet(path / EVALS_FILE)
         elif state == "PREEMPTED":
             (path / "evals").mkdir()
             evals.head(2).write_parquet(path / "evals" / "part-000000050.parquet")
-    pl.DataFrame(rows).write_parquet(sweep / "plan.parquet")
+    pl.DataFrame(rows).write_parquet(sweep / PLAN_FILE)
     return len(rows)
 
 

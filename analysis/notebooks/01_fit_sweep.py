@@ -40,14 +40,15 @@ from analysis.fit.identified import why_not_identified
 from analysis.plots.notebook_figures import show
 from analysis.plots.style import human
 from analysis.plots.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
+from analysis.tables.layout import RUNS_FILE, runs_file
 from analysis.tables.records_scan import scan_records
 from analysis.recipes.synthetic import synthetic_runs
 
 if SWEEP:
     sweep = Path(SWEEP)
-    if not (sweep / "runs.parquet").is_file():
-        raise SystemExit(f"{sweep}/runs.parquet is missing: run `scalelab collect {sweep}` first")
-    runs = pl.read_parquet(sweep / "runs.parquet")
+    if not runs_file(sweep).is_file():
+        raise SystemExit(f"{sweep}/{RUNS_FILE} is missing: run `scalelab collect {sweep}` first")
+    runs = pl.read_parquet(runs_file(sweep))
     source = f"sweep {sweep}"
 else:
     sweep = None

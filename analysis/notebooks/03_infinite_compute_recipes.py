@@ -42,6 +42,7 @@ from analysis.recipes.infinite_compute import analyze
 from analysis.report.infinite_compute_md import section_status
 from analysis.plots.notebook_figures import show
 from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt
+from analysis.tables.layout import ensemble_evals_file, runs_file
 from analysis.tables.published import KIM
 from analysis.plots.recipes import plot_recipes
 from analysis.recipes.asymptotes import (
@@ -61,8 +62,8 @@ from analysis.recipes.asymptotes import (
 res = None
 if SWEEP:
     sweep = Path(SWEEP)
-    runs = pl.read_parquet(sweep / "runs.parquet")
-    ens_path = sweep / "ensembles" / "evals.parquet"
+    runs = pl.read_parquet(runs_file(sweep))
+    ens_path = ensemble_evals_file(sweep)
     res = analyze(runs, pl.read_parquet(ens_path) if ens_path.is_file() else None)
     for line in section_status(res):
         print(line)

@@ -32,13 +32,21 @@ from analysis.recipes.infinite_compute import (
 )
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.verdicts import verdict_lines
+from analysis.tables.layout import (
+    ENSEMBLE_EVALS_FILE,
+    ENSEMBLES_FOLDER,
+    RECIPES_FIGURE,
+    RECIPES_REPORT_FILE,
+    REPORT_FOLDER,
+    RUNS_FILE,
+)
 from analysis.tables.safe_parquet import read_sweep_parquet
 from analysis.recipes.asymptotes import AsymptoteFit
 
 __all__ = ["section_status", "write_infinite_compute_report", "write_missing_report"]
 
-REPORT_FILE = "infinite_compute.md"
-_ENSEMBLES = "ensembles/evals.parquet"
+REPORT_FILE = RECIPES_REPORT_FILE
+_ENSEMBLES = f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}"
 
 
 def _num(v) -> str:
@@ -132,7 +140,7 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
           f"parameters (3, or 2 for A/K + C) degrees of freedom. An asymptote is written only "
           f"with >= {MIN_POINTS} points, a finite CI and an identified fit.", "",
           "## Sections", ""] + [f"- {line}" for line in section_status(res)] + ["",
-          "![recipes](recipes.png)", "", "## Asymptotes (N -> infinity)", ""]
+          f"![recipes]({RECIPES_FIGURE}.png)", "", "## Asymptotes (N -> infinity)", ""]
     md += [f"- {line}" for line in _recipe_lines(res)] + [""]
     md += ["## Which recipe is better at infinite compute", "",
            "Paired bootstrap over model sizes of E_A - E_B (analysis.recipes.compare); a winner is named only "
@@ -184,7 +192,7 @@ def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | N
     from analysis.plots.recipes import plot_recipes
 
     sweep_dir = Path(sweep_dir)
-    runs_path = sweep_dir / "runs.parquet"
+    runs_path = sweep_dir / RUNS_FILE
     if not os.path.lexists(runs_path):
         raise AnalysisInputError(f"{runs_path} is missing: run `scalelab collect {sweep_dir}` first")
     ens_path = sweep_dir / _ENSEMBLES
@@ -197,9 +205,9 @@ def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | N
     except AnalysisInputError:
         section.end("not written")  # the error says why
         raise
-    out = Path(out_dir) if out_dir else sweep_dir / "report"
+    out = Path(out_dir) if out_dir else sweep_dir / REPORT_FOLDER
     section("recipes figure")
-    save_figure(plot_recipes(res), out / "recipes")
+    save_figure(plot_recipes(res), out / RECIPES_FIGURE)
     section("markdown")
     md = _markdown(res, f"Infinite-compute recipes: {sweep_dir.name}")
     path = write_text_atomic(out / REPORT_FILE, "\n".join(md) + "\n")

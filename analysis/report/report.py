@@ -37,6 +37,7 @@ from analysis.plots.plots import (
 )
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.asymptotes import compare_asymptotes
+from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
 __all__ = ["MIN_GROUP_POINTS", "params_table", "write_report", "write_report_status"]
@@ -123,7 +124,7 @@ def write_report_status(
     group_fits: list[tuple[str, FitResult, object, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
     groups = sorted(data.group_by(gcols), key=lambda kv: tuple(str(k) for k in kv[0]))
-    section = Sections("report.md", len(groups) + 2, report)  # + the figures, the joint law
+    section = Sections(LAWS_REPORT_FILE, len(groups) + 2, report)  # + the figures, the joint law
     for key, sub in groups:
         name = _label(gcols, key)
         section(f"power law in N, {name}")
@@ -205,7 +206,7 @@ def write_report_status(
                 md += ["![isoFLOP](isoflop.png)", ""]
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
     md[md.index("{SECTIONS}")] = sections
-    path = write_text_atomic(out_dir / "report.md", "\n".join(md) + "\n")
+    path = write_text_atomic(out_dir / LAWS_REPORT_FILE, "\n".join(md) + "\n")
     section.end()
     return path, status
 

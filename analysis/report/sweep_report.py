@@ -22,6 +22,7 @@ from analysis.report.infinite_compute_md import (
 from analysis.progress import Reporter, progress_fn
 from analysis.recipes.rows import find_recipes
 from analysis.report.report import write_report_status
+from analysis.tables.layout import LAWS_REPORT_FILE, report_folder, runs_file
 from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
 
 __all__ = ["SweepReport", "write_sweep_report"]
@@ -44,8 +45,8 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     progress events (True: stderr; None: the enclosing ``progress.reporting`` block's)."""
     report = progress_fn(progress) or False  # False: both reports stay silent too
     sweep_dir = Path(sweep_dir)
-    out = sweep_dir / "report"
-    runs = read_sweep_parquet(sweep_dir / "runs.parquet")
+    out = report_folder(sweep_dir)
+    runs = read_sweep_parquet(runs_file(sweep_dir))
     if loss not in runs.columns:
         raise AnalysisInputError(f"runs table has no loss column '{loss}' (use final_loss or best_loss)")
     if recipes:
@@ -69,7 +70,7 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
                                            progress=report)
         sections[path] = status
     except AnalysisInputError as err:
-        path = out / "report.md"
+        path = out / LAWS_REPORT_FILE
         write_text_atomic(path, f"# Scaling-law report: {sweep_dir.name}\n\nNot written: {err}\n")
         sections[path] = [f"not written: {err}"]
     return SweepReport(sections)

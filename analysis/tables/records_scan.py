@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.tables.layout import record_file, run_dirs_folder
 
 __all__ = ["KEYS", "record_files", "scan_records"]
 
@@ -32,8 +33,8 @@ def record_files(sweep_dir: str | Path, table: str) -> list[Path]:
     """Every run's compacted ``table`` file, then the part files of unfinished runs."""
     if table not in _SCHEMAS:
         raise AnalysisInputError(f"unknown records table '{table}'; one of {sorted(_SCHEMAS)}")
-    runs = Path(sweep_dir) / "runs"
-    return sorted(runs.glob(f"*/{table}.parquet")) + sorted(runs.glob(f"*/{table}/part-*.parquet"))
+    runs = run_dirs_folder(sweep_dir)
+    return sorted(runs.glob(f"*/{record_file(table)}")) + sorted(runs.glob(f"*/{table}/part-*.parquet"))
 
 
 def scan_records(sweep_dir: str | Path, table: str) -> pl.LazyFrame:

@@ -30,11 +30,12 @@ from analysis.adaptive import trajectory as traj
 from analysis.adaptive.targets import Summary
 from scalelab.adaptive.study import Study
 from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
+from scalelab.store.layout import ADAPTIVE_FOLDER
 
 __all__ = ["ADAPTIVE_DIR", "NEXT_FILE", "STUDY_FILE", "TRAJECTORY_FILE", "append_trajectory",
            "next_round", "remember_study", "round_frame", "round_path", "seed_table", "write_round"]
 
-ADAPTIVE_DIR = "adaptive"
+ADAPTIVE_DIR = ADAPTIVE_FOLDER
 STUDY_FILE = "study.yaml"
 NEXT_FILE = "next.yaml"
 TRAJECTORY_FILE = "trajectory.parquet"

@@ -18,6 +18,7 @@ from pathlib import Path
 from scalelab.adaptive.block import BLOCK_NAME
 from scalelab.adaptive.record import ADAPTIVE_DIR, STUDY_FILE
 from scalelab.errors import UserError
+from scalelab.store.layout import SPEC_FILE
 from scalelab.sweep.run.launch import sweep_dir_for
 from scalelab.sweep.spec.load import Spec, load_spec
 
@@ -39,9 +40,9 @@ def resolve(path: Path, *, root: Path | None = None) -> Source:
     if not path.is_dir():
         raise UserError(f"{path}: no such sweep directory or spec file")
     kept = path / ADAPTIVE_DIR / STUDY_FILE
-    copy = kept if kept.is_file() else path / "spec.yaml"
+    copy = kept if kept.is_file() else path / SPEC_FILE
     if not copy.is_file():
-        raise UserError(f"{path}: no spec.yaml here; give the study's spec file instead")
+        raise UserError(f"{path}: no {SPEC_FILE} here; give the study's spec file instead")
     spec = load_spec(copy)
     if copy != kept and [name for name, _ in spec.blocks] == [BLOCK_NAME] and not spec.grid:
         raise UserError(f"{copy}: is an adaptive block written by `scalelab next`, not the "

@@ -59,7 +59,7 @@ def compare_cmd(
     from analysis.errors import AnalysisInputError
     from scalelab.adaptive.recipe_cells import recipe_cells
     from scalelab.cli.recipe_options import recipe_filters
-    from scalelab.cli.report import read_runs_table
+    from scalelab.cli.runs_table import read_runs_table
     from scalelab.sweep.run.launch import sweep_dir_of
 
     filters = recipe_filters(recipe)

@@ -18,10 +18,11 @@ def sweep_dir_of(sweep: str, root: str | None = None) -> Path:
     if path.suffix in (".yaml", ".yml") and path.is_file():
         import os
 
+        from scalelab.store.layout import DEFAULT_ROOT
         from scalelab.sweep.spec.load import load_spec
 
         spec = load_spec(path)
-        base = root or os.environ.get("SCALELAB_ROOT") or getattr(spec.launcher, "root", None) or "runs"
+        base = root or os.environ.get("SCALELAB_ROOT") or getattr(spec.launcher, "root", None) or DEFAULT_ROOT
         return Path(base) / spec.name
     raise UserError("neither a sweep directory nor a sweep spec (.yaml)", file=sweep)
 

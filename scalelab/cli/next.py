@@ -104,9 +104,10 @@ def next_cmd(
 
 def _runs(sweep_dir: Path):
     """The sweep's runs table (collected when stale), or None before anything launched."""
-    from scalelab.cli.report import read_runs_table
+    from scalelab.cli.runs_table import read_runs_table
+    from scalelab.store.layout import PLAN_FILE, RUNS_FOLDER
 
-    if not ((sweep_dir / "runs").is_dir() or (sweep_dir / "plan.parquet").is_file()):
+    if not ((sweep_dir / RUNS_FOLDER).is_dir() or (sweep_dir / PLAN_FILE).is_file()):
         return None
     return read_runs_table(sweep_dir)
 

@@ -1,7 +1,7 @@
 """``scalelab report SWEEP``: the full report of a sweep.
 
-Collects the runs first when ``runs.parquet`` is missing or older than a run directory
-(``scalelab.sweep.view.collect``), then writes ``<sweep>/report/infinite_compute.md`` with
+Collects the runs first when ``runs.parquet`` is missing or stale (``scalelab.cli.runs_table``:
+the freshness rule ``fit``, ``compare`` and ``next`` share), then writes ``<sweep>/report/infinite_compute.md`` with
 ``recipes.png`` (Kim et al. 2025 recipes: asymptotes, ensembles, distillation, data
 efficiency) and ``<sweep>/report/report.md`` (power laws in N, the data-constrained law),
 and prints one line per section: what was fitted, or exactly what is missing.
@@ -15,61 +15,16 @@ silences it, ``--log-format json`` makes it JSON lines.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.cli.recipe_options import recipe_filters
+from scalelab.cli.runs_table import fresh_runs_table
 from scalelab.errors import UserError
-
-_RECORDS = ("status.json", "evals.parquet", "evals")
-
-
-def _stale(sweep: Path) -> bool:
-    """True when runs.parquet is missing or older than a run directory or its records."""
-    from scalelab.sweep.view.collect import RUNS_FILE
-
-    runs_file = sweep / RUNS_FILE
-    if not runs_file.is_file():
-        return True
-    written = runs_file.stat().st_mtime
-    run_root = sweep / "runs"
-    if not run_root.is_dir():
-        return False
-    for run in run_root.iterdir():
-        for path in (run, *(run / name for name in _RECORDS)):
-            try:
-                if path.stat().st_mtime > written:
-                    return True
-            except FileNotFoundError:
-                continue
-    return False
-
-
-def fresh_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None) -> Path:
-    """``<sweep>/runs.parquet``, collected first when missing or stale (the collect
-    reporting to ``progress``: ``scalelab.sweep.view.collect``)."""
-    if not sweep.is_dir():
-        raise UserError("no such sweep directory", file=str(sweep))
-    if _stale(sweep):
-        from scalelab.sweep.view.collect import collect
-
-        if not (sweep / "runs").is_dir() and not (sweep / "plan.parquet").is_file():
-            raise UserError("neither runs.parquet nor runs/ here: not a sweep directory", file=str(sweep))
-        typer.echo(f"collecting {sweep} (runs.parquet missing or older than the runs)")
-        collect(sweep, progress=progress)
-    return sweep / "runs.parquet"
-
-
-def read_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None):
-    """``fresh_runs_table``'s runs.parquet, read (a damaged one: one line, exit 2)."""
-    from scalelab.store.sweep_files import read_sweep_file
-
-    return read_sweep_file(fresh_runs_table(sweep, progress))
+from scalelab.store.layout import RECIPES_FIGURE, report_folder
 
 
 
@@ -112,7 +67,7 @@ def report_cmd(
         typer.echo(str(path))
         for line in lines:
             typer.echo(f"  {line}")
-    figure = sweep / "report" / "recipes.png"
+    figure = report_folder(sweep) / f"{RECIPES_FIGURE}.png"
     if figure.is_file():
         typer.echo(f"figure: {figure}")
     return 0

@@ -51,7 +51,9 @@ def train_cmd(
     log = LogSettings.from_env().overridden(fmt=log_format, quiet=quiet or None)
     cfg = load_run_config(config, list(overrides or []))
     if run_dir is None:
-        base = root or Path(os.environ.get("SCALELAB_ROOT") or "runs")
+        from scalelab.store.layout import DEFAULT_ROOT
+
+        base = root or Path(os.environ.get("SCALELAB_ROOT") or DEFAULT_ROOT)
         run_dir = base / run_dir_name(cfg)
     from scalelab.train import train  # torch: imported once the input is known to be good
 

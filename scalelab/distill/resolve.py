@@ -27,6 +27,7 @@ from scalelab.config import RunConfig
 from scalelab.distill.generate import GenerationParams
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json, run_dir_name
+from scalelab.store.layout import CONFIG_FILE, RUNS_FOLDER
 
 __all__ = [
     "generation_key",
@@ -70,7 +71,7 @@ def teacher_dirs(cfg: RunConfig, run_dir: str | Path) -> list[Path]:
             "no teachers: give distill.teachers, or distill.teacher resolved by the sweep planner",
             key="distill.teachers",
         )
-    runs = _sweep_of(run_dir) / "runs"
+    runs = _sweep_of(run_dir) / RUNS_FOLDER
     out = [Path(t) if Path(t).is_absolute() else runs / t for t in cfg.distill.teachers]
     for path in out:
         if not _is_run(path):
@@ -87,7 +88,7 @@ def missing_teacher(teachers: Sequence[str]) -> str | None:
 
 def _is_run(path: Path) -> bool:
     """Whether ``path`` is a run directory that started (its config.yaml is written first)."""
-    return (path / "config.yaml").is_file()
+    return (path / CONFIG_FILE).is_file()
 
 
 def synthetic_cache_dir(run_dir: str | Path) -> Path:

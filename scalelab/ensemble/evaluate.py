@@ -40,7 +40,7 @@ from scalelab.ensemble.combine import Method, PrefixEnsemble
 from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_config
 from scalelab.identity import canonical_json, identity_dict, run_id
 from scalelab.store.atomic import write_parquet_atomic
-from scalelab.store.layout import RUNS_FOLDER
+from scalelab.store.layout import RUNS_FOLDER, ensemble_evals_file
 from scalelab.store.status import State, read_status
 from scalelab.store.sweep_files import read_sweep_file
 
@@ -189,7 +189,7 @@ def evaluate_sweep(
 ) -> tuple[pl.DataFrame, Path]:
     """Evaluate every ensemble group of the sweep; merge into ``ensembles/evals.parquet``."""
     sweep_dir = Path(sweep_dir)
-    out = sweep_dir / "ensembles" / "evals.parquet"
+    out = ensemble_evals_file(sweep_dir)
     old = read_sweep_file(out) if os.path.lexists(out) else None  # damaged: said before any work
     groups = find_groups(sweep_dir)
     frames = []

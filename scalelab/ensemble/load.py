@@ -18,6 +18,7 @@ import torch
 
 from scalelab.config import RunConfig, load_run_config
 from scalelab.errors import UserError
+from scalelab.store.layout import CHECKPOINT_FOLDER, CONFIG_FILE
 from scalelab.store.status import State, read_status
 
 __all__ = ["TrainedRun", "load_trained", "model_digest", "pick_device", "read_config"]
@@ -43,7 +44,7 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def read_config(run_dir: str | Path) -> RunConfig:
-    path = Path(run_dir) / "config.yaml"
+    path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise UserError("no config.yaml: not a run directory", file=str(run_dir))
     return load_run_config(path)
@@ -85,7 +86,7 @@ def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *, req
             )
     found = load_final(run_dir, map_location="cpu")
     if found is None:
-        raise UserError("no checkpoint to load", file=str(run_dir / "checkpoint"))
+        raise UserError("no checkpoint to load", file=str(run_dir / CHECKPOINT_FOLDER))
     step, state = found
     weights = _strip_prefixes(state["model"] if "model" in state else state)
     vocab = int(weights["tok_emb.weight"].shape[0])

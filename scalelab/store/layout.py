@@ -1,17 +1,45 @@
-"""Names of a sweep directory's parts, shared by the sweep (which writes them) and a run
-(which reads them to know its sweep: ``scalelab.train.sweep_context``):
-
-    <sweep dir>/plan.parquet        one row per planned run (run_id, axes, block, ...)
-    <sweep dir>/runs/<name>-<id>/   each run's directory
+"""The names of a sweep directory's parts and of a run directory's files, for scalelab:
+``analysis.tables.layout`` owns them (analysis imports no scalelab, so the owner sits
+there; its docstring draws both directories) and this module re-exports every one, so the
+sweep (which writes them), a run (``scalelab.train``) and the commands import one place.
 """
 
 from __future__ import annotations
 
-__all__ = ["BLOCK_COLUMN", "PLAN_FILE", "RUNS_FOLDER"]
+from analysis.tables.layout import (
+    ADAPTIVE_FOLDER,
+    BLOCK_COLUMN,
+    CHECKPOINT_FOLDER,
+    CONFIG_FILE,
+    CONFIG_INPUT_FILE,
+    DEFAULT_ROOT,
+    ENSEMBLE_EVALS_FILE,
+    ENSEMBLES_FOLDER,
+    EVALS_FILE,
+    FIT_FOLDER,
+    JOB_LOG,
+    LAWS_REPORT_FILE,
+    MANIFEST_FILE,
+    META_FILE,
+    METRICS_FILE,
+    NORMS_FILE,
+    PLAN_FILE,
+    RECIPES_FIGURE,
+    RECIPES_REPORT_FILE,
+    RECORD_TABLES,
+    REPORT_FOLDER,
+    RUNS_FILE,
+    RUNS_FOLDER,
+    SPEC_FILE,
+    STATUS_FILE,
+    __all__,
+    ensemble_evals_file,
+    plan_file,
+    record_file,
+    report_folder,
+    run_dirs_folder,
+    runs_file,
+    spec_file,
+)
 
-PLAN_FILE = "plan.parquet"
-"""The sweep's plan, rows of every plan launched into the directory."""
-RUNS_FOLDER = "runs"
-"""The folder of a sweep directory that holds its run directories."""
-BLOCK_COLUMN = "block"
-"""The plan column naming each run's block (absent without blocks)."""
+__all__ = list(__all__)

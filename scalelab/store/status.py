@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from scalelab.errors import UserError
+from scalelab.store import layout
 from scalelab.store.atomic import write_json_atomic
 from scalelab.store.small_file import Unreadable, read_small
 
-STATUS_FILE = "status.json"
+STATUS_FILE = layout.STATUS_FILE
 
 
 class State(str, Enum):

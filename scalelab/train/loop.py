@@ -48,6 +48,7 @@ from scalelab.model import build_model
 from scalelab.model.checkpointing import apply_activation_checkpointing
 from scalelab.model.micro_batch import device_memory_gib, micro_batch
 from scalelab.store.atomic import write_json_atomic, write_yaml_atomic
+from scalelab.store.layout import CONFIG_FILE, META_FILE
 from scalelab.store.status import State, read_status, update_status
 from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train.checkpoint import training_state as run_ckpt
@@ -112,7 +113,7 @@ def train(cfg: RunConfig, run_dir: str | Path, *, log: LogSettings | None = None
 def _check_run_dir(run_dir: Path, full: str) -> None:
     """Refuse a run directory that belongs to another configuration: its ``config.yaml``
     must hold the full id ``full`` (``run_id_full``; a prefix proves nothing)."""
-    path = run_dir / "config.yaml"
+    path = run_dir / CONFIG_FILE
     if not path.is_file():
         return
     stored = strict.load_yaml(path)
@@ -209,8 +210,8 @@ class _Run:
             "derived": derived,
             "seeds": self.seeds._asdict(),
         }
-        write_yaml_atomic(self.run_dir / "config.yaml", doc)
-        write_json_atomic(self.run_dir / "meta.json", collect_meta(self.device, self.env))
+        write_yaml_atomic(self.run_dir / CONFIG_FILE, doc)
+        write_json_atomic(self.run_dir / META_FILE, collect_meta(self.device, self.env))
         update_status(
             self.run_dir, State.RUNNING, run_id=self.run_id, world_size=self.env.world_size,
             total_steps=self.total_steps, error=None,

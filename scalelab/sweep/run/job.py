@@ -35,11 +35,12 @@ from pathlib import Path
 import submitit
 
 from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK
+from scalelab.store.layout import CONFIG_INPUT_FILE
 from scalelab.store.status import State, disk_state, set_aside_corrupt, update_status
 
 __all__ = ["CONFIG_INPUT", "DEFAULT_TARGET", "JobSpec", "SlurmRun", "main", "run_in_process"]
 
-CONFIG_INPUT = "config-input.yaml"
+CONFIG_INPUT = CONFIG_INPUT_FILE
 """The RunConfig a job trains, written by the launcher (train writes the resolved config.yaml)."""
 DEFAULT_TARGET = "scalelab.train:train"
 _STOP_WAIT_S = 120.0

@@ -43,7 +43,7 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.errors import UserError
-from scalelab.store.layout import BLOCK_COLUMN, PLAN_FILE
+from scalelab.store.layout import BLOCK_COLUMN, DEFAULT_ROOT, PLAN_FILE, SPEC_FILE
 from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
 from scalelab.store.status import CorruptStatus, State, read_status, set_aside_corrupt, update_status
 from scalelab.store.sweep_files import read_sweep_file
@@ -71,14 +71,14 @@ __all__ = [
     "write_plan",
 ]
 
-SPEC_COPY = "spec.yaml"
+SPEC_COPY = SPEC_FILE
 """The sweep's copy of the spec last launched into it (``scalelab sweep`` writes it)."""
 
 
 def sweep_dir_for(name: str, *, root: str | Path | None = None, launcher_root: str | None = None) -> Path:
     """``<root>/<name>``: root from the argument, else $SCALELAB_ROOT, else the spec's
     ``launcher.root``, else ./runs."""
-    base = root or os.environ.get("SCALELAB_ROOT") or launcher_root or "runs"
+    base = root or os.environ.get("SCALELAB_ROOT") or launcher_root or DEFAULT_ROOT
     return Path(base) / name
 
 

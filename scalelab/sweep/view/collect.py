@@ -45,6 +45,16 @@ import polars as pl
 from scalelab import strict
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.store.layout import (
+    CONFIG_FILE,
+    EVALS_FILE,
+    MANIFEST_FILE,
+    PLAN_FILE,
+    RUNS_FILE,
+    RUNS_FOLDER,
+    SPEC_FILE,
+    STATUS_FILE,
+)
 from scalelab.store.status import read_status
 from scalelab.sweep.view.current import IN_SPEC, current_run_ids
 from scalelab.sweep.view.status import sweep_states
@@ -52,16 +62,16 @@ from scalelab.train.records.record_files import CorruptRecordError, read_record_
 from scalelab.train.records.records_check import RecordsCheck, check_records
 from scalelab.train.records.records_manifest import Verdict, id_problem, verify_run
 
-__all__ = ["INVALID", "RUNS_FILE", "VERIFIED", "CollectProgress", "collect", "summary"]
+__all__ = ["INVALID", "RUNS_FILE", "VERIFIED", "CollectProgress", "collect", "runs_table_stale",
+           "summary"]
 
-RUNS_FILE = "runs.parquet"
 VERIFIED = "records_verified"
 """runs.parquet's column: True verified, False failed (losses null), null nothing to verify."""
 INVALID = "INVALID"
 """How ``records_note`` starts the reason a run's records failed verification."""
 EVAL_SPLIT = "val"
 EVAL_COLUMNS = {"run_id": pl.String, "step": pl.Int64, "split": pl.String, "loss": pl.Float64}
-_COMPACTED = "evals.parquet"
+_COMPACTED = EVALS_FILE
 
 
 @dataclass(frozen=True)
@@ -223,7 +233,7 @@ def _runs_losses(sweep_dir: Path, frame: pl.DataFrame, progress: CollectReporter
 def _base_recipe(sweep_dir: Path) -> str | None:
     """``base.extra.recipe`` of the sweep's spec.yaml copy (read through scalelab.yamlsafe:
     a damaged or hostile copy is a one-line UserError, never an alias expansion)."""
-    spec = sweep_dir / "spec.yaml"
+    spec = sweep_dir / SPEC_FILE
     if not spec.exists():
         return None
     tree = strict.load_yaml(spec)
@@ -253,6 +263,42 @@ def summary(frame: pl.DataFrame) -> str:
         parts.append(f"{unverified} finished run(s) unverified (no manifest.json: finished before "
                      "record manifests)")
     return "; ".join(parts)
+
+
+_SWEEP_INPUTS = (SPEC_FILE, PLAN_FILE)
+"""Files of a sweep directory that change runs.parquet: the spec (``in_spec``), the plan."""
+_RUN_INPUTS = (STATUS_FILE, MANIFEST_FILE, CONFIG_FILE, EVALS_FILE, "evals")
+"""Files of a run directory that change its row: state, verification, ids, losses (the
+compacted evals and the folder of an unfinished run's part files)."""
+
+
+def runs_table_stale(sweep_dir: str | Path) -> bool:
+    """The one freshness rule of ``<sweep>/runs.parquet``, for every command that reads it
+    (fit, report, compare, next: ``scalelab.cli.runs_table``): it is stale, and collected
+    again, when it is missing or older (mtime) than the sweep's spec.yaml or plan.parquet,
+    than its runs/ folder, or than any run directory or that run's status.json,
+    manifest.json, config.yaml, evals.parquet or evals/ part folder. A run that finishes
+    rewrites its status.json (atomically: a new mtime), so the next command sees it.
+
+    A sweep directory has at most a few thousand runs: the rule costs a few stats per run,
+    far less than a collect."""
+    sweep_dir = Path(sweep_dir)
+    runs_file = sweep_dir / RUNS_FILE
+    if not runs_file.is_file():
+        return True
+    written = runs_file.stat().st_mtime
+    run_root = sweep_dir / RUNS_FOLDER
+    paths = [sweep_dir / name for name in _SWEEP_INPUTS] + [run_root]
+    if run_root.is_dir():
+        for run in run_root.iterdir():
+            paths += [run, *(run / name for name in _RUN_INPUTS)]
+    for path in paths:
+        try:
+            if path.stat().st_mtime > written:
+                return True
+        except OSError:  # absent (not every run has every file), or not a directory
+            continue
+    return False
 
 
 def collect(sweep_dir: str | Path, *, progress: CollectReporter | None = None) -> pl.DataFrame:

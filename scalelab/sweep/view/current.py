@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalelab.errors import UserError
+from scalelab.store.layout import spec_file
 
 __all__ = ["IN_SPEC", "current_run_ids"]
 
@@ -25,7 +26,7 @@ def current_run_ids(sweep_dir: str | Path) -> set[str] | None:
     longer plans here (a dataset or teacher that is gone): then nothing is marked stale."""
     from scalelab.sweep.plan.expand import load_plan
 
-    path = Path(sweep_dir) / "spec.yaml"
+    path = spec_file(sweep_dir)
     if not path.exists():
         return None
     try:

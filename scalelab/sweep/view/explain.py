@@ -17,10 +17,11 @@ from scalelab import strict
 from scalelab.config import OPERATIONAL_KEYS, RunConfig, load_run_config
 from scalelab.errors import UserError
 from scalelab.identity import full_id, id_of
+from scalelab.store.layout import CONFIG_FILE, CONFIG_INPUT_FILE
 
 __all__ = ["Explanation", "diff_configs", "explain", "load_config"]
 
-_RUN_FILES = ("config.yaml", "config-input.yaml")
+_RUN_FILES = (CONFIG_FILE, CONFIG_INPUT_FILE)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from typing import Any
 import torch
 
 from scalelab.errors import UserError
+from scalelab.store.layout import CHECKPOINT_FOLDER
 from scalelab.train.checkpoint.manifest import DCP_METADATA, MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
 from scalelab.train.checkpoint.rng import rng_state, set_rng_state
 
@@ -88,7 +89,7 @@ __all__ = [
     "write_state",
 ]
 
-CHECKPOINT_DIR = "checkpoint"
+CHECKPOINT_DIR = CHECKPOINT_FOLDER
 STATE_FILE = "state.pt"
 TEST_PAUSE_ENV = "SCALELAB_TEST_CHECKPOINT_PAUSE"
 _STEP_RE = re.compile(r"^step-(\d{9})$")

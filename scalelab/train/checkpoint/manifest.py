@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from scalelab.store import layout
+
 __all__ = [
     "DCP_METADATA",
     "FORMAT",
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 FORMAT = 2
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FILE = layout.MANIFEST_FILE
 DCP_METADATA = ".metadata"
 """DCP's index file: the mark of a sharded checkpoint (``scalelab.train.checkpoint.dcp``)."""
 _CHUNK = 1 << 22  # 4 MiB reads when verifying

@@ -32,6 +32,7 @@ from typing import Any
 import polars as pl
 
 from scalelab.store.atomic import write_parquet_atomic
+from scalelab.store.layout import record_file
 from scalelab.train.records.record_files import (
     SET_ASIDE_MARK,
     CorruptRecordError,
@@ -105,7 +106,7 @@ def _parts(run_dir: Path, table: str) -> list[Path]:
 
 def _files(run_dir: Path, table: str) -> list[Path]:
     """The compacted file (first, when present), then the parts in step order."""
-    compact = run_dir / f"{table}.parquet"
+    compact = run_dir / record_file(table)
     return ([compact] if compact.is_file() else []) + _parts(run_dir, table)
 
 
@@ -188,7 +189,7 @@ class Records:
             return
         for table in SCHEMAS:
             frame = _merge(table, [f for _, f in self._load(table, upto=self.flushed_step)])
-            write_parquet_atomic(self.run_dir / f"{table}.parquet", frame)
+            write_parquet_atomic(self.run_dir / record_file(table), frame)
             folder = self.run_dir / table
             if folder.is_dir():
                 for child in folder.iterdir():
@@ -212,7 +213,7 @@ class Records:
                 corrupt = True
                 continue
             loaded.append((path, frame))
-            if path.name == f"{table}.parquet" and frame.height:
+            if path.name == record_file(table) and frame.height:
                 compact_last = int(frame["step"].max())
         if corrupt and upto >= 0:
             parts = [s for p in paths if (s := part_step(p.name)) is not None]

@@ -31,12 +31,13 @@ from typing import Any
 from scalelab import strict
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_json_atomic
+from scalelab.store.layout import CONFIG_FILE, EVALS_FILE, METRICS_FILE, NORMS_FILE
 from scalelab.train.checkpoint.manifest import MANIFEST_FILE, Problem, file_digest, manifest_doc, read_manifest, verify
 
 __all__ = ["MARK", "RECORD_FILES", "Verdict", "config_ids", "id_problem", "verify_run",
            "write_records_manifest"]
 
-RECORD_FILES = ("config.yaml", "metrics.parquet", "evals.parquet", "norms.parquet")
+RECORD_FILES = (CONFIG_FILE, METRICS_FILE, EVALS_FILE, NORMS_FILE)
 """The files a run's manifest lists (those present when it finishes)."""
 MARK = "records_manifest"
 """status.json's key naming the manifest a finished run wrote."""
@@ -67,7 +68,7 @@ class Verdict:
 def config_ids(run_dir: str | Path) -> frozenset[str] | str:
     """The run ids ``<run>/config.yaml`` holds (``run_id``, ``run_id_full``; empty when
     there is no config.yaml), or what is wrong with it."""
-    path = Path(run_dir) / "config.yaml"
+    path = Path(run_dir) / CONFIG_FILE
     if not path.exists():
         return frozenset()
     try:

@@ -26,6 +26,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scalelab.store.layout import JOB_LOG
 from scalelab.sweep.run.backends.base import Backend, Handle, Hooks, job_env
 from scalelab.sweep.run.job import JobSpec, command, settle
 
@@ -116,7 +117,7 @@ class LocalBackend(Backend):
     def _start(self, handle: Handle, hooks: Hooks) -> None:
         job = self._queued.pop(handle.job_id)
         extra = self._env.pop(handle.job_id, {})
-        log = open(Path(job.run_dir) / "job.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(Path(job.run_dir) / JOB_LOG, "ab")  # noqa: SIM115 - owned by the child
         try:
             proc = subprocess.Popen(command(job, self.python), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
