@@ -1,4 +1,4 @@
-"""Time the default grid fits against a plain scipy loop, and the bootstrap (issues 5, 11).
+"""Time the default grid fits against a plain scipy loop, and the bootstrap.
 
     python bench/fit_speed.py [--repeats 3] [--dc-sample 400] [--chinchilla-sample 0]
                               [--resamples 1000] [--workers 2] [--no-bootstrap]

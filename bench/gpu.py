@@ -1,4 +1,4 @@
-"""Everything that needs a GPU, in one command (issue 12, "GPU truth").
+"""Everything that needs a GPU, in one command ("GPU truth": every GPU path run on a GPU).
 
     python bench/gpu.py                 # on a CUDA machine: measure, print, save
     python bench/gpu.py --cpu-smoke     # every code path at toy sizes on the CPU (no numbers)

@@ -1,6 +1,6 @@
 """Time ``status`` and ``collect`` over a synthetic sweep of 10,000 run directories.
 
-Targets (issue 4): status < 2 s, collect < 5 s. The sweep is N (5) x D (5) x lr (10) x
+Targets: status < 2 s, collect < 5 s. The sweep is N (5) x D (5) x lr (10) x
 wd (4) x seed (10) = 10,000 runs: 70% COMPLETED with an evals.parquet (3 val evals + 3
 train evals), 10% RUNNING (with Slurm job ids, so status makes its one scheduler poll),
 5% FAILED, 5% PREEMPTED (with eval part files), 2% DIVERGED, 8% never started.

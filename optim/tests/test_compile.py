@@ -97,7 +97,7 @@ OPTIMIZERS = {
 
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_step_traces_with_zero_graph_breaks(name):
-    """``torch._dynamo.explain(opt.step)``: one graph, no break, for fp32 params (issue 13:
+    """``torch._dynamo.explain(opt.step)``: one graph, no break, for fp32 params (before,
     Scion's per-parameter ``step.item()`` host sync broke its graph; it is now read only when
     stochastic rounding needs it)."""
     model = _tiny_model()

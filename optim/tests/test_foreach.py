@@ -1,6 +1,6 @@
 """The multi-tensor (``foreach=True``) paths of optim.AdamW and optim.Muon against their
 per-parameter loops (``foreach=False``, the reference), and AdamW's tensor-step bias
-corrections against the host-scalar step they replace (issue 13, item 4).
+corrections against the host-scalar step they replace.
 
 Every comparison is bitwise (``torch.equal``) on params and on every state tensor, after
 several steps: on CPU the foreach ops run tensor by tensor through the same kernels as the
@@ -180,7 +180,7 @@ NO_SR = {  # name -> (param dtypes, optimizer over the params of SHAPES)
 @pytest.mark.parametrize("case", list(NO_SR))
 def test_steps_without_sr_never_read_a_tensor_on_the_host(monkeypatch, case, foreach):
     """No ``.item()``, ``.tolist()``, ``float()``, ``int()`` or ``bool()`` of a tensor in a step
-    (issue 13: the per-parameter ``step.item()`` of AdamW is gone; only SR reads the steps)."""
+    (the per-parameter ``step.item()`` of AdamW is gone; only SR reads the steps)."""
     dtypes, make = NO_SR[case]
     params = _params(dtypes)
     opt = make(params, foreach)

@@ -1,4 +1,4 @@
-"""Fused QKV weights (issue 13, item 5): found by name and shape, orthogonalised per Q/K/V block.
+"""Fused QKV weights: found by name and shape, orthogonalised per Q/K/V block.
 
 With ``fused_qkv="split"`` a fused [3·d, d] weight steps exactly as separate q/k/v weights
 would under Muon (Jordan's Muon blog) and Scion's Spectral LMO (Pethick et al. 2025, arXiv

@@ -1,4 +1,4 @@
-"""Weights-only optimizer state (issue 13, item 3).
+"""Weights-only optimizer state.
 
 ``state_dict()`` of ``optim.AdamW``, ``optim.Muon`` and ``optim.Scion`` holds only tensors and
 primitives: Scion's LMOs (Pethick et al. 2025, arXiv 2502.07529) are stored as

@@ -1,4 +1,4 @@
-"""The scalelab side of adaptive scaling studies and recipe comparisons (issue 15; the
+"""The scalelab side of adaptive scaling studies and recipe comparisons (the
 method: ``analysis.adaptive``, ``analysis.recipes.compare`` and docs/adaptive.md).
 
 One concept per module:

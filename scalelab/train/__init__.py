@@ -1,4 +1,4 @@
-"""The training loop: ``train(cfg, run_dir) -> State`` (issue 2).
+"""The training loop: ``train(cfg, run_dir) -> State``.
 
     from scalelab.config import load_run_config
     from scalelab.train import train

@@ -1,5 +1,5 @@
 """One record file (a compacted ``<table>.parquet`` or a part): is it readable, and what
-becomes of one that is not (issue 9).
+becomes of one that is not.
 
 A record file is corrupt when it is not parquet (junk bytes; a truncated file has no
 ``PAR1`` magic at its end), when its metadata or pages do not decode, or when it lacks a

@@ -1,5 +1,5 @@
 """A quick look at one run directory's record files, for ``scalelab status`` and
-``collect`` (issue 9): which pass ``record_files.quick_problem`` (junk and truncated files
+``collect`` (so a damaged file never stops either): which pass ``record_files.quick_problem`` (junk and truncated files
 do not), and which an earlier attempt set aside as corrupt. Two small reads a file, no
 decoding: cheap enough for every run of a 10,000-run sweep.
 """
