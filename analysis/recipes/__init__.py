@@ -1,10 +1,13 @@
 """Recipes compared (Kim et al. 2025, "Pre-training under infinite compute", arXiv
 2509.14786): the asymptote fits, compute-optimal allocation and data-efficiency
-multiplier (``asymptotes``), the recipe rows of a runs table (``rows``), the whole
+multiplier (``asymptotes``), the recipe law L = A/x^B + E and its fit (``kim_law``), a
+recipe's E with its CI and identifiability (``recipe_asymptote``), the recipe rows of a
+runs table (``rows``) and each recipe's points per size (``cells``), the whole
 infinite-compute analysis of a sweep (``infinite_compute``), recipes compared by a common
-law fit (``compare``) and in words (``verdicts``), the share of the ensembling gain a
-distilled student keeps (``distill_share``), and synthetic runs tables for notebooks and
-tests (``synthetic``).
+law fit (``compare``) and the verdict in words (``verdict``, ``verdicts``), the data
+multiplier with a bootstrap CI (``data_multiplier``), the holdout extrapolation check
+(``extrapolation``), the share of the ensembling gain a distilled student keeps
+(``distill_share``), and synthetic runs tables for notebooks and tests (``synthetic``).
 
 Imports only the folders before it (``isoflop``, ``fit``, ``solvers``, ``laws``,
 ``tables``) and the base modules.
