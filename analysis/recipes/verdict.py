@@ -231,13 +231,17 @@ class Rise:
 
 
 def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
-    """Does the loss at the largest N exceed the best loss at a smaller N by more than z sigma?
+    """Does the loss at some N larger than the best's exceed the best loss by more than z sigma?
+
+    The highest point after the best is compared (a loss that went up and came partly back
+    down, as noisy overfitting curves do, still rose). Taking the highest of several noisy
+    points makes a flat tail read as a rise more often than a single point would (about 5%
+    for one point); a recipe taken for overfitting is compared by its best observed loss
+    minus 2 sigma, which errs in its favour.
 
     n (m,) sizes, loss (m,) the loss at each (seed means averaged per size first if there are
-    several; ``sigma`` is then the SD of such a mean). The threshold z sigma (z = 2) is on the
-    rise itself, so a flat tail of noisy points is taken for a rise more often than 5% of the
-    time (the best is the minimum of several noisy losses); a recipe taken for overfitting is
-    compared by its best observed loss minus 2 sigma, which errs in its favour."""
+    several; ``sigma`` is then the SD of such a mean); the threshold z sigma (z = 2) is on
+    the rise itself."""
     n = np.asarray(n, dtype=float)
     y = np.asarray(loss, dtype=float)
     if n.ndim != 1 or n.shape != y.shape or n.size < 2:
@@ -253,12 +257,13 @@ def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
     n, y = n[order], y[order]
     i = int(np.argmin(y))
     best, best_n, last, last_n = float(y[i]), float(n[i]), float(y[-1]), float(n[-1])
-    rise = last - best
+    j = i + 1 + int(np.argmax(y[i + 1:])) if i < n.size - 1 else i  # the highest point after the best
+    rise = float(y[j]) - best
     if i == n.size - 1:
         line = f"the loss is lowest at the largest size (N = {_count(last_n)}: {last:.4g})"
         return Rise(False, best, best_n, last, last_n, float(sigma), line)
     rises = rise > z * sigma
-    head = (f"the loss at the largest size (N = {_count(last_n)}: {last:.4g}) exceeds the best "
+    head = (f"the loss at N = {_count(float(n[j]))} ({float(y[j]):.4g}) exceeds the best "
             f"({best:.4g} at N = {_count(best_n)}) by {rise:.3g} nats")
     line = (f"{head}, more than {z:g} sigma ({z * sigma:.2g}): it rises with N" if rises else
             f"{head}, within {z:g} sigma ({z * sigma:.2g}): no rise")

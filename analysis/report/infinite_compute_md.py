@@ -31,7 +31,7 @@ from analysis.recipes.infinite_compute import (
     reportable,
 )
 from analysis.progress import Reporter, Sections, progress_fn
-from analysis.recipes.verdicts import verdict_lines
+from analysis.recipes.verdicts import RULE, verdict_lines
 from analysis.tables.layout import (
     ENSEMBLE_EVALS_FILE,
     ENSEMBLES_FOLDER,
@@ -143,8 +143,7 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
           f"![recipes]({RECIPES_FIGURE}.png)", "", "## Asymptotes (N -> infinity)", ""]
     md += [f"- {line}" for line in _recipe_lines(res)] + [""]
     md += ["## Which recipe is better at infinite compute", "",
-           "Paired bootstrap over model sizes of E_A - E_B (analysis.recipes.compare); a winner is named only "
-           "when its 95% CI excludes 0.", ""]
+           f"Each recipe's level: {RULE} (analysis.recipes.verdicts).", ""]
     md += [f"- {line}" for line in verdict_lines(res)] + [""]
     md += ["## Best loss per model size", "", _md(res.best_per_n.select("recipe", "N", "loss", "name")), ""]
     md += ["## Ensembles (logit averaging), loss vs K", ""]

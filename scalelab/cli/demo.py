@@ -148,10 +148,9 @@ def _summary(res, path: Path, echo) -> None:
         sep = "the two CIs do not overlap" if jhi < rlo else "the two CIs overlap"
         echo(f"  joint (N,K->inf) vs regularized: {gap:+.4f} nats lower, {beyond} than the joint CI's "
              f"half-width {(jhi - jlo) / 2:.4f}; {sep}")
-    from analysis.recipes.verdicts import verdict_lines
+    from analysis.recipes.verdicts import RULE, verdict_lines
 
-    echo("\nWhich recipe is better at infinite compute (paired bootstrap over sizes; a winner only "
-         "when the 95% CI excludes 0):")
+    echo(f"\nWhich recipe is better at infinite compute ({RULE}):")
     for line in verdict_lines(res):
         echo(f"  {line}")
     if res.ensemble.height:

@@ -1,5 +1,6 @@
-"""The report's verdicts: a winner only where both laws are identified and the paired
-bootstrap's CI excludes 0; otherwise one line with the reason."""
+"""The report's verdicts (``analysis.recipes.verdicts``): two identified laws by the paired
+bootstrap's CI of E_A - E_B; a recipe whose loss rises with N by its best observed loss
+minus 2 sigma against the other's upper end; otherwise "no verdict" with the numbers."""
 
 from __future__ import annotations
 
@@ -36,10 +37,27 @@ def test_a_clear_winner_is_named_with_its_interval():
 def test_equal_asymptotes_name_no_winner():
     res = analyze(_runs(2.0, 2.0, seed=3))
     (line,) = verdict_lines(res)
-    assert "beats" not in line and "no winner" in line, line
+    assert "beats" not in line and "no verdict" in line and "contains 0" in line, line
 
 
-def test_an_unidentified_law_gives_no_verdict_and_says_why():
-    res = analyze(_runs(2.10, 1.95, rising=True))
+def test_an_overfitting_recipe_is_judged_by_its_best_observed_loss():
+    """Standard rises past its 4th size (no asymptote): its best observed loss minus 2 sigma
+    still lies above regularized's upper end, so the answer is a winner and a margin that
+    does not exceed the true gap at the best size."""
+    runs = _runs(2.10, 1.95, rising=True)
+    res = analyze(runs)
+    (line,) = verdict_lines(res)
+    assert line.startswith("regularized beats standard at infinite compute by at least "), line
+    margin = float(line.split("by at least ")[1].split(" nats")[0])
+    std_best = runs.filter(pl.col("optim.weight_decay") == 0.1)["final_loss"].min()
+    assert 0 < margin < std_best - 1.95, (margin, std_best)
+
+
+def test_an_unidentified_law_that_does_not_rise_gives_no_verdict_and_says_why():
+    """Four sizes: no law is written (MIN_SIZES), and the standard loss still falls, so
+    neither an asymptote nor a best observed loss stands for it."""
+    runs = _runs(2.10, 1.95).filter(pl.col("N") <= 2.6e4)
+    res = analyze(runs)
     (line,) = verdict_lines(res)
     assert line.startswith("standard vs regularized: no verdict (standard vs N "), line
+    assert "does not rise with N" in line, line
