@@ -22,7 +22,6 @@ _ASYMPTOTES = frozenset({
     "compute_optimal",
     "compute_optimal_constrained",
     "data_efficiency",
-    "data_efficiency_interval",
     "effective_data",
     "ensemble_asymptote",
     "fit_asymptote",

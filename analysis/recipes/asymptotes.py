@@ -19,8 +19,6 @@ compute-optimal allocation (Hoffmann et al. 2022, arXiv 2203.15556).
   (the demo's 4-member ensemble: C's 95% CI spans 4 nats with B free, 0.06 with B = 1).
 - ``data_efficiency``: invert a recipe's data-scaling fit L(D) = A/D^B + C,
   D_eff(L) = (A/(L - C))^(1/B); multiplier = D_eff(L_new) / D_eff(L_ref).
-- ``data_efficiency_interval``: a CI for that multiplier, drawing (A, B, C) of the data
-  fit (and the compared loss, given its SE) from their normal approximation.
 - ``compare_asymptotes``: one table of asymptotes with SEs and CIs across recipes.
 """
 
@@ -43,7 +41,6 @@ __all__ = [
     "compute_optimal",
     "compute_optimal_constrained",
     "data_efficiency",
-    "data_efficiency_interval",
     "effective_data",
     "ensemble_asymptote",
     "fit_asymptote",
@@ -196,29 +193,6 @@ def data_efficiency(fit: AsymptoteFit, loss_new, loss_ref) -> np.ndarray:
     """How many times more data the fitted (reference) recipe needs to match ``loss_new``
     than to reach ``loss_ref``: D_eff(L_new) / D_eff(L_ref). A does not enter."""
     return effective_data(fit, loss_new) / effective_data(fit, loss_ref)
-
-
-def data_efficiency_interval(fit: AsymptoteFit, loss_new: float, loss_ref: float, *,
-                             loss_new_se: float = 0.0, level: float = 0.95, draws: int = 4000,
-                             seed: int = 0) -> tuple[float, float]:
-    """Percentile interval of ``data_efficiency`` over (A, B, C) drawn from N(fit, cov) (and
-    ``loss_new`` from N(loss_new, loss_new_se^2)); a draw at or below its C counts as inf.
-    (nan, nan) when the fit has no interval (``has_ci`` False)."""
-    if not fit.has_ci:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    p = rng.multivariate_normal([fit.A, fit.B, fit.C], fit.cov, size=draws, check_valid="ignore")
-    B, C = np.clip(p[:, 1], 1e-6, None), p[:, 2]  # A cancels in the ratio
-    new = loss_new + loss_new_se * rng.standard_normal(draws)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        log_m = (np.log(loss_ref - C) - np.log(np.where(new > C, new - C, np.nan))) / B
-        m = np.where(new > C, np.exp(log_m), np.inf)
-    m = m[loss_ref > C]  # a draw whose reference is out of reach says nothing
-    if m.size < draws // 2:
-        return (float("nan"), float("nan"))
-    lo = np.quantile(m, 0.5 - level / 2, method="lower")  # no interpolation towards inf
-    hi = np.quantile(m, 0.5 + level / 2, method="higher")
-    return (float(lo), float(hi))
 
 
 def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.DataFrame:

@@ -18,12 +18,13 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   K -> inf asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
 - **distillation**: the students' losses, against the single model of their size and its
   teacher ensemble ("share of the ensembling gain kept").
-- **data efficiency**: the reference (standard) recipe's best loss at each budget U fitted as A/U^B + C
-  and inverted, D_eff(L) = (A/(L - C))^(1/B); a recipe's multiplier is D_eff(L)/D_eff(L_ref)
-  with L_ref the standard recipe's best loss at U0 (Kim's "1x"). A loss at or below the
-  data fit's asymptote is out of the standard recipe's reach at any U (multiplier inf).
-  Each multiplier carries an interval (``recipes.data_efficiency_interval``); without one
-  it is left out (nan, with the reason in ``why``).
+- **data efficiency**: the reference (standard) recipe's best loss at each budget U, fitted
+  as A/U^B + C where an F test supports the floor C, else as A/U^B
+  (``data_multiplier.choose_data_law``), and inverted, D_eff(L) = (A/(L - C))^(1/B); a
+  recipe's multiplier is D_eff(L)/D_eff(L_ref) with L_ref the standard recipe's best loss at
+  U0 (Kim's "1x"), with a residual-bootstrap CI (``data_multiplier.data_multiplier``). Without
+  a floor the multiplier is a lower bound. A multiplier that cannot be trusted (L at or below
+  the floor, an infinite CI, or beyond 1e6) is left out (nan, with the reason in ``why``).
 - ``reportable``: whether an asymptote may be written as a number (>= 4 points, a finite
   interval, identified). Markdown: ``analysis.report.infinite_compute_md``; figure in the manner
   of Kim et al.'s Figure 1: ``analysis.plots.recipes``.
@@ -46,14 +47,13 @@ from analysis.tables.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
 from analysis.tables.runs import drop_stale
+from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.cells import best_cells, cell_columns, size_points
 from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
 from analysis.recipes.recipe_asymptote import recipe_asymptote, unidentified
 from analysis.recipes.asymptotes import (
     AsymptoteFit,
     compare_asymptotes,
-    data_efficiency,
-    data_efficiency_interval,
     ensemble_asymptote,
     fit_asymptote,
 )
@@ -105,6 +105,8 @@ class RecipeAnalysis:
     """Where the recipes came from (filters, the recipe column, or the blocks)."""
     has_ensembles: bool = False
     """Whether ensemble evals were given."""
+    data_law: DataLaw | None = None
+    """The reference recipe's data law in U as the multipliers use it (floor C or none)."""
 
 
 def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
@@ -180,26 +182,31 @@ def _seed_means(best: pl.DataFrame, members: pl.DataFrame, recipe: str) -> pl.Da
                         pl.lit(SEED_MEAN).alias("recipe"))
 
 
-def _multipliers(cand: list[tuple[str, float, float]], data_fit: AsymptoteFit | None,
+def _data_law(points: pl.DataFrame, notes: list[str], ref_name: str) -> DataLaw | str:
+    """The reference recipe's data law in U (``data_multiplier.choose_data_law``: the floor C
+    only where an F test supports it), or why there is none."""
+    try:
+        law = choose_data_law(points["U"].to_numpy() / SCALE, points["loss"].to_numpy())
+    except AnalysisInputError as err:
+        return f"no data law of the {ref_name} recipe ({err})"
+    notes.append(f"{ref_name} recipe vs U: data law {law.why}")
+    return law
+
+
+def _multipliers(cand: list[tuple[str, float, float]], law: DataLaw | str,
                  ref_loss: float) -> pl.DataFrame:
-    """recipe | loss | data_multiplier | lo | hi | why: a multiplier only with its interval."""
+    """recipe | loss | data_multiplier | lo | hi | why: Kim et al.'s multiplier with its
+    bootstrap CI (``data_multiplier``), or why there is none, in numbers."""
     rows = []
-    data_why = unidentified(data_fit) if data_fit is not None else None
     for name, value, se in cand:
-        if data_fit is None:
-            rows.append((name, value, math.nan, math.nan, math.nan, "no data-scaling fit of the reference recipe"))
+        if isinstance(law, str):
+            rows.append((name, value, math.nan, math.nan, math.nan, law))
             continue
-        if data_why:
-            rows.append((name, value, math.nan, math.nan, math.nan, f"the data-scaling fit is not identified: {data_why}"))
-            continue
-        lo, hi = data_efficiency_interval(data_fit, value, ref_loss, loss_new_se=se)
-        if math.isnan(lo) or math.isnan(hi):
-            why = (f"the data fit has {data_fit.x.size} budgets U, need >= {MIN_POINTS} for an interval"
-                   if data_fit.x.size < MIN_POINTS else "no finite interval from the data fit's covariance")
-            rows.append((name, value, math.nan, math.nan, math.nan, why))
-            continue
-        m = math.inf if value <= data_fit.C else float(data_efficiency(data_fit, value, ref_loss))
-        rows.append((name, value, m, lo, hi, None))
+        m = data_multiplier(law, value, se, ref_loss)
+        if m.identified:
+            rows.append((name, value, m.value, m.lo, m.hi, None))
+        else:
+            rows.append((name, value, math.nan, math.nan, math.nan, m.why))
     schema = {"recipe": pl.String, "loss": pl.Float64, "data_multiplier": pl.Float64, "lo": pl.Float64,
               "hi": pl.Float64, "why": pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -285,7 +292,8 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         if why and why != "not fitted":
             notes.append(f"{name} vs N: {why}")
     if (why := unidentified(data_fit)) and why != "not fitted":
-        notes.append(f"{ref_name} recipe vs U: {why} (no multipliers from it)")
+        notes.append(f"{ref_name} recipe vs U: the floor C is {why}")
+    data_law = _data_law(data_points, notes, ref_name)
     cand: list[tuple[str, float, float]] = [(f"{ref_name}, best observed (1x)", ref_loss, 0.0)]
     for name, frame in at_u0.items():
         if name != ref_name and frame.height:
@@ -298,9 +306,10 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     for name, fit in fits.items():
         if fit is not None and reportable(fit) is None:
             cand.append((f"{name} asymptote", fit.C, fit.se["C"]))
-    multipliers = _multipliers(cand, data_fit, ref_loss)
+    multipliers = _multipliers(cand, data_law, ref_loss)
     return RecipeAnalysis(U0, best, fits, ens, k_fits, members, data_points, data_fit, ref_loss,
                           students, asymptotes, multipliers, notes, reference=ref_name,
+                          data_law=None if isinstance(data_law, str) else data_law,
                           recipe_source=rows.source, has_ensembles=ensembles is not None)
 
 

@@ -163,10 +163,13 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
     md += [f"- {line}" for line in _data_lines(res)] + [""]
     md += [_md(res.data_points.select("U", "loss", "name")), ""]
     if res.data_points.height >= MIN_POINTS:
+        law = (f"Data law: {res.data_law.why}" + ("; without a floor each multiplier is a lower "
+               "bound (a floor C > 0 makes D_eff grow faster)." if not res.data_law.floor else ".")
+               if res.data_law is not None else "No data law.")
         md += [f"Reference (1x): the {res.reference} recipe's best loss at U0, {res.ref_loss:.4f}. Multiplier = "
-               "D_eff(loss)/D_eff(reference), D_eff from the fit above; inf = below that fit's asymptote. "
-               "95% CI: percentiles over the fit's parameters (and the asymptote's) drawn from their "
-               "normal approximation.", ""]
+               "D_eff(loss)/D_eff(reference), D_eff(L) = (A/(L - C))^(1/B) from the data law "
+               "(analysis.recipes.data_multiplier). 95% CI: residual bootstrap of the data law, "
+               "with the compared loss drawn from its standard error.", law, ""]
         md += _multiplier_table(res)
     if res.notes:
         md += ["## Notes", ""] + [f"- {n}" for n in res.notes] + [""]

@@ -164,7 +164,10 @@ def _summary(res, path: Path, echo) -> None:
         for line in share_lines(res):
             echo(f"  {line}")
     echo(f"\nData efficiency vs the {res.reference} recipe "
-         f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}):")
+         f"(1x = {res.ref_loss:.4f} at U = {res.U0:,.0f}; 95% CI: residual bootstrap):")
+    if res.data_law is not None:
+        bound = ("; without a floor each multiplier is a lower bound" if not res.data_law.floor else "")
+        echo(f"  data law {res.data_law.why}{bound}")
     rows = list(res.multipliers.iter_rows(named=True))
     whys = {row.get("why") for row in rows}
     if len(rows) > 1 and len(whys) == 1 and None not in whys:  # one reason for all: say it once

@@ -75,7 +75,12 @@ def test_recovers_asymptotes_and_multipliers():
     assert mult["standard, best observed (1x)"] == pytest.approx(1.0)
     want = ((A / (2.9 - C)) ** (1 / B)) / ((A / (ref - C)) ** (1 / B))
     assert mult["distill-ensemble student"] == pytest.approx(want, rel=1e-3)
-    assert math.isinf(mult["ensemble (N,K->inf) asymptote"])  # 2.1 is below the data fit's C
+    # 2.1 is below the data law's floor C: out of the standard recipe's reach at any U, so no
+    # number is printed, and the reason names the floor
+    assert math.isnan(mult["ensemble (N,K->inf) asymptote"])
+    why = dict(zip(res.multipliers["recipe"], res.multipliers["why"]))["ensemble (N,K->inf) asymptote"]
+    assert "floor" in why, why
+    assert res.data_law is not None and res.data_law.floor  # exact data with a floor: kept
     assert res.asymptotes["recipe"].to_list()[0] == "ensemble (N,K->inf)"  # best first
     assert any("not COMPLETED" in n for n in res.notes)
 
