@@ -30,7 +30,7 @@ from scipy import stats
 from analysis import AnalysisInputError
 from analysis.recipes.kim_law import SCALE, fit_kim
 
-__all__ = ["MIN_REFIT", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
+__all__ = ["MIN_POINTS_K2", "MIN_REFIT", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
            "holdout_coverage", "simulate_study"]
 
 MIN_REFIT = 4
@@ -113,14 +113,16 @@ class HoldoutCheck:
 
 
 def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: str = "N",
-                  scale: float = SCALE, polish: bool = True) -> HoldoutCheck:
+                  scale: float = SCALE, polish: bool = True, floor: bool = True) -> HoldoutCheck:
     """Refit A / x^B + E without the ``k`` largest x and predict them (module docstring).
 
     x (n,) the law's variable (N / 1e6), y (n,) losses, ``weights`` (n,) optional per-point
     weights (e.g. seeds averaged per size: a point's variance is s^2 / w). Several points at
     the largest x (seeds not averaged) are held out together as the k largest distinct x.
     ``polish``: polish the refit with fit_law (``kim_law.fit_kim``; False: the profiled
-    least-squares optimum alone, the same to ~1e-9, for simulations)."""
+    least-squares optimum alone, the same to ~1e-9, for simulations). ``floor``: the law
+    A / x^B + E (True) or the pure A / x^B (a data law without a floor: one parameter
+    fewer, so one point fewer in the refit)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
@@ -137,14 +139,17 @@ def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: 
         raise AnalysisInputError(
             f"holding out the largest 2 sizes needs >= {MIN_POINTS_K2} sizes, got {n}")
     nan3 = (float("nan"),) * 3
-    if n - k < MIN_REFIT:
+    params = 3 if floor else 2
+    least = MIN_REFIT - 3 + params
+    if n - k < least:
         return HoldoutCheck(
-            k=k, level=level, n=n, points=(), refit=nan3, dof=n - k - 3, name=name, scale=scale,
+            k=k, level=level, n=n, points=(), refit=nan3, dof=n - k - params, name=name,
+            scale=scale,
             why=(f"{n} sizes: the refit without the largest {k} would have {n - k}, the law "
-                 f"needs >= {MIN_REFIT} (3 parameters + 1 residual degree of freedom)"))
+                 f"needs >= {least} ({params} parameters + 1 residual degree of freedom)"))
     cut = sizes[n - k]  # the smallest held-out size
     keep = x < cut
-    fit = fit_kim(x[keep], y[keep], w[keep], floor=True, polish=polish)
+    fit = fit_kim(x[keep], y[keep], w[keep], floor=floor, polish=polish)
     dof = fit.dof
     if not fit.has_cov:
         return HoldoutCheck(

@@ -31,6 +31,7 @@ from analysis.recipes.infinite_compute import (
     reportable,
 )
 from analysis.progress import Reporter, Sections, progress_fn
+from analysis.recipes.holdout_lines import holdout_lines
 from analysis.recipes.verdicts import RULE, verdict_lines
 from analysis.tables.layout import (
     ENSEMBLE_EVALS_FILE,
@@ -145,6 +146,12 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
     md += ["## Which recipe is better at infinite compute", "",
            f"Each recipe's level: {RULE} (analysis.recipes.verdicts).", ""]
     md += [f"- {line}" for line in verdict_lines(res)] + [""]
+    md += ["## Extrapolation check", "",
+           "Each law refitted without its largest size (and its largest two, with >= 6 sizes); "
+           "the held-out losses against the refit's 95% prediction interval "
+           "(analysis.recipes.holdout_lines; coverage on synthetic studies: docs/extrapolation.md).",
+           ""]
+    md += [f"- {line}" for line in holdout_lines(res) or ["no identified law to check"]] + [""]
     md += ["## Best loss per model size", "", _md(res.best_per_n.select("recipe", "N", "loss", "name")), ""]
     md += ["## Ensembles (logit averaging), loss vs K", ""]
     if res.ensemble.height:

@@ -175,6 +175,12 @@ def _summary(res, path: Path, echo) -> None:
         rows = []
     for row in rows:
         echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row)}")
+    from analysis.recipes.holdout_lines import holdout_lines
+
+    echo("\nExtrapolation check (each law refitted without its largest size(s); 95% prediction "
+         "intervals, docs/extrapolation.md):")
+    for line in holdout_lines(res) or ["no identified law to check"]:
+        echo(f"  {line}")
     echo(f"\nReport: {path}\nFigure: {path.parent / 'recipes.png'}")
 
 
