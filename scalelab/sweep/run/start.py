@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scalelab.store.atomic import write_text_atomic
+from scalelab.store.layout import SPEC_FILE
 from scalelab.sweep.plan.datasets import dataset_facts
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.plan.table import Plan
@@ -53,7 +54,7 @@ def start_sweep(spec: Spec, sweep_dir: str | Path, *, text: str | None = None) -
     """Make ``sweep_dir`` and write ``spec.yaml`` in it: ``text``, else the spec's text."""
     sweep_dir = Path(sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / "spec.yaml", spec.text if text is None else text)  # launch.sweep_spec reads it
+    write_text_atomic(sweep_dir / SPEC_FILE, spec.text if text is None else text)  # launch.sweep_spec reads it
     return Sweep(spec, sweep_dir)
 
 
