@@ -30,7 +30,7 @@ from scipy import stats
 from analysis import AnalysisInputError
 from analysis.recipes.kim_law import SCALE, fit_kim
 
-__all__ = ["MIN_POINTS_K2", "MIN_REFIT", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
+__all__ = ["MIN_POINTS_K2", "MIN_REFIT", "count_label", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
            "holdout_coverage", "simulate_study"]
 
 MIN_REFIT = 4
@@ -39,8 +39,8 @@ MIN_POINTS_K2 = 6
 """Holding out the largest two is offered from 6 points on (the refit keeps 4)."""
 
 
-def _count(v: float) -> str:
-    """271000.0 -> '271k', 1.2e9 -> '1.2B'."""
+def count_label(v: float) -> str:
+    """271000.0 -> '271k', 1.2e9 -> '1.2B' (sizes and budgets in lines)."""
     for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
             return f"{v / div:.3g}{suffix}"
@@ -105,9 +105,9 @@ class HoldoutCheck:
 
         if len(self.points) == 1:
             p = self.points[0]
-            return f"held out {self.name} = {_count(p.x * self.scale)}: {one(p)}"
-        sizes = ", ".join(_count(p.x * self.scale) for p in self.points)
-        parts = "; ".join(f"{self.name} = {_count(p.x * self.scale)} {one(p)}"
+            return f"held out {self.name} = {count_label(p.x * self.scale)}: {one(p)}"
+        sizes = ", ".join(count_label(p.x * self.scale) for p in self.points)
+        parts = "; ".join(f"{self.name} = {count_label(p.x * self.scale)} {one(p)}"
                           for p in self.points)
         return f"held out the largest {self.k} ({self.name} = {sizes}): {parts}"
 

@@ -35,19 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis import AnalysisInputError
+from analysis.recipes.extrapolation import count_label as _count
 
 __all__ = ["Z", "RecipeLevel", "Rise", "Verdict", "recipe_verdict", "replicate_sigma",
            "rises_with_n", "scatter_sigma"]
 
 Z = 2.0
 """Sigmas a best observed loss is taken to lie within (about 95% for Gaussian noise)."""
-
-
-def _count(v: float) -> str:
-    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}"
 
 
 @dataclass(frozen=True)
