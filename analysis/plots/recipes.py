@@ -2,9 +2,11 @@
 
 Each recipe gets its colour and marker; its A/N^B + C fit (unless unidentified) is drawn
 over the sizes it was fitted on, with a 95% delta-method band (``AsymptoteFit.band``) over
-the same range, and its asymptote C as a dashed line, only when that asymptote is reportable
-(``infinite_compute.reportable``: >= 4 sizes, a finite interval, identified). The title
-says what is drawn.
+the same range, and its asymptote C as a dashed line in its 95% CI band, only when that
+asymptote is reportable (``infinite_compute.reportable``), with the largest size ringed: the
+point the extrapolation check holds out. A recipe whose loss rises with N gets a dotted line
+at its best observed loss minus 2 sigma, the level the verdict holds it to. The title says
+what is drawn.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import polars as pl
 
 from analysis.recipes.infinite_compute import RecipeAnalysis, reportable, unidentified
 from analysis.recipes.kim_law import SCALE
+from analysis.recipes.verdicts import recipe_level
 from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
 
 __all__ = ["plot_recipes"]
@@ -40,9 +43,23 @@ def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool
     if reportable(fit) is not None:
         return True, band, False
     lo, hi = fit.ci()
+    ax.axhspan(lo, hi, color=style["color"], alpha=0.10, lw=0, zorder=0)
     ax.axhline(fit.C, ls="--", color=style["color"], lw=1.1, alpha=0.8, zorder=1,
-               label=f"  asymptote C = {fit.C:.3f} [{lo:.3f}, {hi:.3f}]")
+               label=f"  asymptote C = {fit.C:.3f}, 95% CI band [{lo:.3f}, {hi:.3f}]")
+    ax.plot([x.max()], [fit.y[np.argmax(fit.x)]], "o", ms=13, mfc="none", mec=style["color"],
+            mew=1.2, zorder=4, label="  held out in the extrapolation check")
     return True, band, True
+
+
+def _draw_best_observed(ax, res: RecipeAnalysis, recipe: str, style: dict[str, str]) -> bool:
+    """A recipe whose loss rises with N: its best observed loss minus 2 sigma, the level the
+    verdict holds it to (``verdicts.recipe_level``), as a dotted line."""
+    level = recipe_level(res, recipe)
+    if isinstance(level, str) or level.identified:
+        return False
+    ax.axhline(level.lo, ls=":", color=style["color"], lw=1.3, zorder=1,
+               label=f"  best observed {level.value:.3f} - 2 sigma = {level.lo:.3f} (overfits)")
+    return True
 
 
 def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
@@ -50,7 +67,7 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
     fig, ax = plt.subplots(figsize=(8.2, 4.6), layout="constrained")
     best = res.best_per_n
     n_all = best["N"].to_numpy().astype(float)
-    curves = bands = asymptotes = 0
+    curves = bands = asymptotes = dotted = 0
     order = list(dict.fromkeys(best["recipe"].to_list()))
     for i, recipe in enumerate(order):
         sub = best.filter(pl.col("recipe") == recipe).sort("N")
@@ -64,6 +81,8 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
             label += f" (no {what}: {why.split(':')[0]})"
         ax.plot(x, y, style["marker"], color=style["color"], ms=6, mec="white", mew=0.6, zorder=3, label=label)
         drawn, band, dashed = _draw_fit(ax, fit, x, style)
+        if not drawn and recipe in res.fits and recipe not in _FIT_OF:
+            dotted += _draw_best_observed(ax, res, recipe, style)
         curves += drawn
         bands += band
         asymptotes += dashed
@@ -84,7 +103,9 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
         if curves:
             drawn.append("lines: A/N^B + C fits" + (", shaded: 95% bands" if bands else ""))
         if asymptotes:
-            drawn.append("dashed: asymptote C")
+            drawn.append("dashed: asymptote C with its CI band; ringed: held out")
+        if dotted:
+            drawn.append("dotted: an overfitting recipe's best - 2 sigma")
         title = f"Recipes at U = {res.U0:,.0f} unique tokens\n({'; '.join(drawn)})"
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
