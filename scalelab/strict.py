@@ -31,8 +31,8 @@ from scalelab.errors import UserError, did_you_mean
 
 T = TypeVar("T")
 
-INT64 = range(-(2**63), 2**63)
-"""Integers a ranged field holds at most: what torch and numpy compute with."""
+INT64 = 2**63
+"""Integers of a ranged field lie in [-2^63, 2^63): what torch and numpy compute with."""
 RANGE = "scalelab.range"
 """The field-metadata key of a field's ``Range``."""
 
@@ -89,12 +89,13 @@ def check_range(rng: Range | None, value: Any, *, file: str | None, path: str) -
     if rng is None or value is None:
         return value
     for i, item in enumerate(_items(value)):
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and (
-                item not in rng or (isinstance(item, int) and item not in INT64)):
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        wide = isinstance(item, int) and not -INT64 <= item < INT64
+        if wide or item not in rng:
             where = f"{path}[{i}]" if isinstance(value, tuple) else path
             raise UserError(f"{shown(item)} is out of range: expected {rng}"
-                            f"{'' if item in INT64 else ' and within 64 bits'}", file=file,
-                            key=where)
+                            f"{' and within 64 bits' if wide else ''}", file=file, key=where)
     return value
 
 

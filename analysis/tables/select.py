@@ -59,8 +59,8 @@ _UNARY: dict[type, Callable[[Any], Any]] = {
     ast.Invert: operator.invert, ast.USub: operator.neg, ast.UAdd: operator.pos,
 }  # fmt: skip
 _MAX_LENGTH = 2000
-_INT64 = range(-(2**63), 2**63)
-"""Integer constants polars can hold."""
+_INT64 = 2**63
+"""Integer constants polars can hold lie in [-2^63, 2^63)."""
 _ERRORS = (TypeError, ValueError, AttributeError, OverflowError, pl.exceptions.PolarsError)
 """What polars raises on a condition it cannot build or evaluate (an argument out of its
 range, e.g. ``round(-1)``, is an OverflowError)."""
@@ -136,7 +136,7 @@ class _Builder:
 
     def _Constant(self, node: ast.Constant) -> Any:
         value = node.value
-        if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+        if isinstance(value, int) and not isinstance(value, bool) and not -_INT64 <= value < _INT64:
             raise AnalysisInputError(f"integer {_digits(value)} does not fit in 64 bits")
         if value is None or isinstance(value, (bool, int, float, str)):
             return value

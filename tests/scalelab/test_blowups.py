@@ -41,7 +41,8 @@ print(json.dumps([proc.returncode, proc.stdout, proc.stderr, peak]))
 def capped_cli(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, int]:
     """The CLI under ``CAP``; (its process, its peak RSS in KiB)."""
     env = {"SCALELAB_ROOT": str(tmp_path / "root"), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", _CAPPED, json.dumps([CAP, list(map(str, args)), env])],
+    request = json.dumps([CAP, list(map(str, args)), env])
+    out = subprocess.run([sys.executable, "-c", _CAPPED, request],
                          cwd=REPO, capture_output=True, text=True, check=True, timeout=600)
     code, stdout, stderr, peak = json.loads(out.stdout)
     return subprocess.CompletedProcess(args, code, stdout, stderr), peak

@@ -45,7 +45,8 @@ BAD = [
     ("optim.weight_decay", -0.1, "base.optim.weight_decay: -0.1 is out of range: expected >= 0"),
     ("optim.betas", [2, -1], "base.optim.betas[0]: 2.0 is out of range: expected in [0, 1)"),
     ("optim.eps", -1e-8, "base.optim.eps: -1e-08 is out of range: expected > 0"),
-    ("train.min_lr_ratio", -0.5, "base.train.min_lr_ratio: -0.5 is out of range: expected in [0, 1]"),
+    ("train.min_lr_ratio", -0.5,
+     "base.train.min_lr_ratio: -0.5 is out of range: expected in [0, 1]"),
     ("train.init_std", -0.02, "base.train.init_std: -0.02 is out of range: expected > 0"),
     ("member", -5, "base.member: -5 is out of range: expected in [0, 10000)"),
     ("train.eval_batches", 0, "base.train.eval_batches: 0 is out of range: expected >= 1"),
@@ -79,7 +80,8 @@ def test_grid_and_derived_values_are_checked_where_they_are_written(tmp_path):
     assert_one_line(proc, "grid.optim.eps[1]: -1e-08 is out of range: expected > 0")
     spec = _spec(tmp_path, {}, derive={"optim.lr": "-3e-3 * 128 / model.d_model"})
     proc, _ = cli(tmp_path, "sweep", spec, "--dry-run")
-    assert_one_line(proc, "derive.optim.lr: run 'ranges': optim.lr:", "is out of range: expected >= 0")
+    assert_one_line(proc, "derive.optim.lr: run 'ranges': optim.lr:",
+                    "is out of range: expected >= 0")
 
 
 def test_missing_teacher_path_is_refused_by_the_plan(tmp_path):
@@ -128,7 +130,8 @@ def test_each_range_refuses_the_value_just_outside_it(key):
     default = keys.get_value(RunConfig(), key)
     if isinstance(default, tuple):
         outside = [outside] * len(default)
-    with pytest.raises(UserError, match=rf"^override '{key}=.*': {key}(\[0\])?: .* is out of range"):
+    pattern = rf"^override '{key}=.*': {key}(\[0\])?: .* is out of range"
+    with pytest.raises(UserError, match=pattern):
         load_run_config(None, [f"{key}={outside}"])
 
 

@@ -2,8 +2,9 @@
 
 The sweep spec names every varying or derived value by its dotted key. This module
 knows which keys exist (with did-you-mean), their annotations and declared ranges
-(``strict.bounded``), whether they are numeric, and how to produce a new frozen RunConfig with some keys replaced — fast
-(``dataclasses.replace`` per touched section), because the planner does it per run.
+(``strict.bounded``), whether they are numeric, and how to produce a new frozen
+RunConfig with some keys replaced — fast (``dataclasses.replace`` per touched section),
+because the planner does it per run.
 """
 
 from __future__ import annotations
