@@ -93,7 +93,9 @@ def fit_cmd(
     from rich.console import Console
 
     output = ProgressOutput.from_flags(log_format, quiet)
-    _check_bootstrap(bootstrap)
+    from scalelab.cli.resamples import check_bootstrap
+
+    check_bootstrap(bootstrap)
     _check_out(out)
     if isoflop:
         return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
@@ -158,17 +160,6 @@ def _check_out(out: Path | None) -> None:
     if out is not None and out.name in ("", ".", ".."):
         raise UserError(f"expected a path stem with a file name (e.g. fits/powerlaw), got '{out}'",
                         key="--out")
-
-
-def _check_bootstrap(resamples: int) -> None:
-    """--bootstrap: 0 (none) or 2 .. analysis.fit.bootstrap.MAX_RESAMPLES, checked before any
-    data is read or any resample allocated."""
-    from analysis.fit.bootstrap import MAX_RESAMPLES
-
-    if resamples < 0 or resamples == 1 or resamples > MAX_RESAMPLES:
-        raise UserError(f"--bootstrap must be 0 or >= 2 and at most {MAX_RESAMPLES:,} (resamples "
-                        f"are drawn up front: 16 bytes per resample and point), got {resamples}",
-                        key="--bootstrap")
 
 
 def _ensembles_table(sweep_dir: Path):

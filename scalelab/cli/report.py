@@ -45,8 +45,9 @@ def report_cmd(
     log_format: str | None = log_format_option(),
 ) -> int:
     """Write <sweep>/report/ (recipes, asymptotes with CIs, laws, figures); print each section."""
-    if bootstrap < 0 or bootstrap == 1:
-        raise UserError(f"--bootstrap must be 0 or >= 2, got {bootstrap}", key="--bootstrap")
+    from scalelab.cli.resamples import check_bootstrap
+
+    check_bootstrap(bootstrap)
     filters = recipe_filters(recipe)
     output = ProgressOutput.from_flags(log_format, quiet)
     with output:
