@@ -5,6 +5,7 @@ Recipes are slices of the study's grid:
 
 - by default, Kim et al.'s (arXiv 2509.14786) two: **regularized**, the whole grid (every
   epochs x weight decay cell), and **standard**, the grid at the reference weight decay
+  (a grid whose weight decay is the reference value only is the standard recipe alone)
   0.1 (when ``optim.weight_decay`` is a tuned axis holding 0.1), as ``scalelab report``
   reads a ``tuned`` block;
 - or ``--recipe NAME=axis=v1|v2[,axis=v]``, repeatable: the grid with each named tuned
@@ -52,6 +53,8 @@ def recipe_spaces(study: Study, filters: Mapping[str, Mapping[str, str]] | None 
     out: dict[str, CandidateSpace] = {REGULARIZED: space}
     if not filters:
         axis = next((a for a in space.axes if a.name == WD_AXIS), None)
+        if axis is not None and list(axis.values) == [REF_WD]:  # every cell is the standard recipe
+            return {STANDARD: space}
         if axis is not None and REF_WD in axis.values and len(axis.values) > 1:
             out[STANDARD] = space.restrict({WD_AXIS: [REF_WD]})
         return out
@@ -89,6 +92,11 @@ def build_target(study: Study, name: str, *, filters: Mapping[str, Mapping[str, 
     spaces = recipe_spaces(study, filters)
     names = target_names(list(spaces))
     if name not in names:
+        if name.startswith(f"{REGULARIZED}.") and list(spaces) == [STANDARD]:
+            raise UserError(f"the study's grid holds weight decay {REF_WD:g} only: every cell is "
+                            f"Kim's standard recipe, not regularized (its target is "
+                            f"{STANDARD}.E); add weight decays to the grid, or name a recipe with "
+                            f"--recipe", key="--target")
         raise UserError(f"unknown target '{name}'{did_you_mean(name, names)}; targets here: "
                         f"{', '.join(names)}", key="--target")
     if name == "ranking":

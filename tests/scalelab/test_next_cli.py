@@ -190,3 +190,16 @@ def test_multiplier_target_inverts_the_sweeps_own_data_law(tmp_path, capsys):
     assert code == 0, err
     assert "regularized.multiplier = " in out and "x, 95% CI (" in out, out
     assert len(load_plan(block).table) == 4
+
+
+def test_a_grid_at_the_reference_weight_decay_only_is_the_standard_recipe(tmp_path, capsys):
+    """Weight decay 0.1 alone: every cell is Kim's standard recipe, so next must not call it
+    "regularized" (the demo's tuned block once read as regularized E = 2.22 while the
+    report's regularized E was 1.99); standard.E is its target."""
+    only = spec_text().replace("  optim.weight_decay: [0.1, 0.3, 1]\n", "  optim.weight_decay: [0.1]\n")
+    spec = write(tmp_path, only, "standard_only.yaml")
+    code, out, err = run(["next", spec, "--root", tmp_path], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "every cell is Kim's standard recipe, not regularized" in err, err
+    code, out, err = run(["next", spec, "--target", "standard.E", "--root", tmp_path], capsys)
+    assert code == 0, err
