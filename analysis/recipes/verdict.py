@@ -38,7 +38,7 @@ from analysis import AnalysisInputError
 from analysis.recipes.extrapolation import count_label as _count
 
 __all__ = ["Z", "RecipeLevel", "Rise", "Verdict", "recipe_verdict", "replicate_sigma",
-           "rises_with_n", "scatter_sigma"]
+           "recipe_level", "rises_with_n", "run_sigma", "scatter_sigma"]
 
 Z = 2.0
 """Sigmas a best observed loss is taken to lie within (about 95% for Gaussian noise)."""
@@ -262,3 +262,31 @@ def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
     line = (f"{head}, more than {z:g} sigma ({z * sigma:.2g}): it rises with N" if rises else
             f"{head}, within {z:g} sigma ({z * sigma:.2g}): no rise")
     return Rise(bool(rises), best, best_n, last, last_n, float(sigma), line)
+
+
+def recipe_level(name: str, *, E: float, lo: float, hi: float, se: float, why_not: str | None,
+                 n, loss, sigma: float, sigma_from: str) -> RecipeLevel | str:
+    """A recipe's level at infinite compute: its asymptote (E, CI lo-hi) when it may be
+    written (``why_not`` None); else, when its loss rises with N (``rises_with_n`` on its
+    points n, loss with the SD ``sigma`` of one run's loss), its best observed loss; else the
+    reason it has neither, in numbers."""
+    if why_not is None:
+        return RecipeLevel.asymptote(name, E, lo, hi, se)
+    rise = rises_with_n(n, loss, sigma)
+    if not rise:
+        return f"{name} vs N {why_not}; and its loss does not rise with N ({rise.line})"
+    return RecipeLevel.best_observed(name, rise.best, sigma, at_n=rise.best_n, sigma_from=sigma_from)
+
+
+def run_sigma(rows) -> tuple[float, str]:
+    """The SD of one run's loss from ``rows`` (N, loss; several seeds per N where a sweep
+    has them): pooled over replicate seeds when some N has >= 2, else the scatter of the
+    per-N means around a quadratic in log N; and where it comes from, in words."""
+    import polars as pl
+
+    groups = [g["loss"].to_list() for _, g in rows.group_by("N")]
+    if any(len(g) >= 2 for g in groups):
+        seeds = sum(len(g) for g in groups if len(g) >= 2)
+        return replicate_sigma(groups), f"from {seeds} replicate seeds"
+    means = rows.group_by("N").agg(pl.col("loss").mean()).sort("N")
+    return scatter_sigma(means["N"], means["loss"]), f"scatter of its {means.height} sizes"

@@ -25,8 +25,8 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.recipes.compare import MIN_SIZES, compare_recipes
 from analysis.recipes.infinite_compute import SEED_MEAN, RecipeAnalysis, unidentified
-from analysis.recipes.verdict import (RecipeLevel, recipe_verdict, replicate_sigma, rises_with_n,
-                                      scatter_sigma)
+from analysis.recipes.verdict import RecipeLevel, recipe_verdict, run_sigma
+from analysis.recipes.verdict import recipe_level as level_rule
 
 __all__ = ["N_BOOT", "RULE", "recipe_level", "verdict_lines"]
 
@@ -46,32 +46,30 @@ def _points(res: RecipeAnalysis, recipe: str) -> pl.DataFrame:
     return res.best_per_n.filter(pl.col("recipe") == recipe).select("N", "loss").sort("N")
 
 
-def run_sigma(res: RecipeAnalysis, recipe: str) -> tuple[float, str]:
-    """The SD of one run's loss and where it comes from (module docstring)."""
-    groups = [g["loss"].to_list() for _, g in res.members.group_by("N")] if res.members.height else []
-    if any(len(g) >= 2 for g in groups):
-        seeds = sum(len(g) for g in groups if len(g) >= 2)
-        return replicate_sigma(groups), f"from {seeds} replicate seeds"
-    pts = _points(res, recipe)
-    return scatter_sigma(pts["N"], pts["loss"]), f"scatter of its {pts.height} sizes"
-
-
 def recipe_level(res: RecipeAnalysis, recipe: str) -> RecipeLevel | str:
-    """The recipe's level at infinite compute, or why it has none (module docstring)."""
+    """The recipe's level at infinite compute, or why it has none (module docstring):
+    ``verdict.recipe_level`` on the report's fit and points; sigma from the ensemble's
+    member seeds where the sweep has them, else from the recipe's own points."""
     fit = res.fits.get(recipe)
     why = unidentified(fit)
-    if why is None:
-        lo, hi = fit.ci()
-        return RecipeLevel.asymptote(recipe, fit.C, lo, hi, fit.se["C"])
     pts = _points(res, recipe)
+    members = res.members.select("N", "loss") if res.members.height else pts
     try:
-        sigma, source = run_sigma(res, recipe)
+        sigma, source = run_sigma(members if _has_replicates(members) else pts)
     except AnalysisInputError as err:
-        return f"{recipe} vs N {why}; no noise estimate for its best loss ({err})"
-    rise = rises_with_n(pts["N"].to_numpy(), pts["loss"].to_numpy(), sigma)
-    if not rise:
-        return f"{recipe} vs N {why}; and its loss does not rise with N ({rise.line})"
-    return RecipeLevel.best_observed(recipe, rise.best, sigma, at_n=rise.best_n, sigma_from=source)
+        if why is None:
+            sigma, source = float("nan"), ""
+        else:
+            return f"{recipe} vs N {why}; no noise estimate for its best loss ({err})"
+    lo, hi = fit.ci() if why is None else (float("nan"), float("nan"))
+    return level_rule(recipe, E=fit.C if fit is not None else float("nan"), lo=lo, hi=hi,
+                      se=fit.se["C"] if fit is not None else float("nan"), why_not=why,
+                      n=pts["N"].to_numpy(), loss=pts["loss"].to_numpy(), sigma=sigma,
+                      sigma_from=source)
+
+
+def _has_replicates(rows: pl.DataFrame) -> bool:
+    return bool(rows.height) and bool((rows.group_by("N").len()["len"] >= 2).any())
 
 
 def verdict_lines(res: RecipeAnalysis, *, seed: int = 0) -> list[str]:
@@ -95,3 +93,4 @@ def verdict_lines(res: RecipeAnalysis, *, seed: int = 0) -> list[str]:
             delta = cmp.ci  # the paired CI of E_a - E_b
         lines.append(recipe_verdict(la, lb, delta_ci=delta).line())
     return lines
+

@@ -79,11 +79,22 @@ def compare_cmd(
     typer.echo(f"{sweep_dir}: {recipe_a} vs {recipe_b}{at}, each size's best cell by its mean "
                f"loss over seeds (recipes from {cells.source})")
     typer.echo(result.line())
-    typer.echo(f"  E({recipe_a}) = {result.E[0]:.4f}, E({recipe_b}) = {result.E[1]:.4f}; "
-               f"{len(result.sizes)} shared sizes; {n_boot} resamples ({resample}); "
+    shown = ", ".join(_asymptote_text(name, e, a) for name, e, a in
+                      zip((recipe_a, recipe_b), result.E, result.asymptotes or (None, None)))
+    typer.echo(f"  {shown}; {len(result.sizes)} shared sizes; {n_boot} resamples ({resample}); "
                f"{100 * result.converged:.0f}% of refits converged")
     _matched_table(result, recipe_a, recipe_b)
     return 0
+
+
+def _asymptote_text(name: str, E: float, asymptote) -> str:
+    """``E(name) = 1.9860, 95% CI (...)``, or ``E(name) not identified: why`` where the
+    report would not write it either (``analysis.recipes.recipe_asymptote``)."""
+    if asymptote is not None and asymptote.why_not:
+        return f"E({name}) not identified: {asymptote.why_not}"
+    if asymptote is not None:
+        return f"E({name}) = {E:.4f}, 95% CI ({asymptote.lo:.4f}, {asymptote.hi:.4f})"
+    return f"E({name}) = {E:.4f}"
 
 
 def _matched_table(result, a: str, b: str) -> None:
