@@ -2,7 +2,7 @@
 ``norms.parquet`` (or ``metrics``), plus the part files of runs still in progress
 (``<run>/<table>/part-*.parquet``, written at checkpoints and compacted at the end).
 
-The schemas mirror ``scalelab.train.records`` (analysis does not import scalelab): evals
+The schemas mirror ``scalelab.train.records.records`` (analysis does not import scalelab): evals
 run_id, step, tokens, split, loss; norms run_id, step, layer, param, kind, norm, value;
 metrics run_id, step, tokens, epoch, lr, train_loss, grad_norm, step_time_s. A row found
 both in a compacted file and a part (a crash between compaction and cleanup) is read once.

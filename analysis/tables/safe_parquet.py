@@ -1,6 +1,6 @@
 """Reading parquet files that anyone may have damaged: one engine for every such read.
 
-Run records (``scalelab.train.record_files``) and sweep-level files (``runs.parquet``,
+Run records (``scalelab.train.records.record_files``) and sweep-level files (``runs.parquet``,
 ``plan.parquet``, ``ensembles/evals.parquet``: ``read_sweep_parquet``) are read here. A
 file that is not whole parquet raises ``CorruptParquetError``: one line naming the file and
 why, never a polars traceback or a dead process.

@@ -50,12 +50,13 @@ def test_injected_nan_diverges(data, tmp_path, monkeypatch):
 
 
 def test_loss_ceiling_gives_exit_code_3(data, tmp_path):
-    cfg_yaml = write_cfg_yaml(tmp_path / "c.yaml", tiny_cfg(data, 4, "train.loss_ceiling=0.0"))
+    # a ceiling no byte-level loss gets under (the ceiling must be > 0: 0 is refused at plan time)
+    cfg_yaml = write_cfg_yaml(tmp_path / "c.yaml", tiny_cfg(data, 4, "train.loss_ceiling=0.001"))
     with pytest.raises(SystemExit) as exc:
         main(["train", str(cfg_yaml), "--run-dir", str(tmp_path / "ceil")])
     assert exc.value.code == EXIT_DIVERGED
     status = read_status(tmp_path / "ceil")
-    assert status["state"] == "DIVERGED" and "above 0.0" in status["error"]
+    assert status["state"] == "DIVERGED" and "above 0.001" in status["error"]
 
 
 def test_crash_is_failed_not_diverged(data, tmp_path, monkeypatch):
