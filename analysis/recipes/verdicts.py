@@ -47,23 +47,22 @@ def _points(res: RecipeAnalysis, recipe: str) -> pl.DataFrame:
 
 
 def recipe_level(res: RecipeAnalysis, recipe: str) -> RecipeLevel | str:
-    """The recipe's level at infinite compute, or why it has none (module docstring):
-    ``verdict.recipe_level`` on the report's fit and points; sigma from the ensemble's
-    member seeds where the sweep has them, else from the recipe's own points."""
+    """The recipe's level at infinite compute, or why it has none (module docstring): its
+    asymptote when the report writes one; else ``verdict.recipe_level`` on its points, with
+    sigma from the ensemble's member seeds where the sweep has them, else from its points."""
     fit = res.fits.get(recipe)
     why = unidentified(fit)
+    if why is None:
+        lo, hi = fit.ci()
+        return RecipeLevel.asymptote(recipe, fit.C, lo, hi, fit.se["C"])
     pts = _points(res, recipe)
-    members = res.members.select("N", "loss") if res.members.height else pts
+    members = res.members.select("N", "loss")
     try:
         sigma, source = run_sigma(members if _has_replicates(members) else pts)
     except AnalysisInputError as err:
-        if why is None:
-            sigma, source = float("nan"), ""
-        else:
-            return f"{recipe} vs N {why}; no noise estimate for its best loss ({err})"
-    lo, hi = fit.ci() if why is None else (float("nan"), float("nan"))
-    return level_rule(recipe, E=fit.C if fit is not None else float("nan"), lo=lo, hi=hi,
-                      se=fit.se["C"] if fit is not None else float("nan"), why_not=why,
+        return f"{recipe} vs N {why}; no noise estimate for its best loss ({err})"
+    nan = float("nan")
+    return level_rule(recipe, E=nan, lo=nan, hi=nan, se=nan, why_not=why,
                       n=pts["N"].to_numpy(), loss=pts["loss"].to_numpy(), sigma=sigma,
                       sigma_from=source)
 
