@@ -18,6 +18,8 @@ intervals cover 94-98% of held-out observations, 200 studies per design
 ``k`` = 1 needs >= 5 points (a refit on 4 keeps one residual degree of freedom); ``k`` = 2 is
 offered only with >= 6 points (AnalysisInputError otherwise). A study with fewer points than
 the refit needs gets a HoldoutCheck with no points and ``why`` saying so.
+``holdout_largest`` is the same check for any k >= 1 (``scalelab fit --holdout-largest K``;
+docs/extrapolation.md): the refit needs n - k >= 4 distinct x (3 without the floor).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from analysis import AnalysisInputError
 from analysis.recipes.kim_law import SCALE, fit_kim
 
 __all__ = ["MIN_POINTS_K2", "MIN_REFIT", "count_label", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
-           "holdout_coverage", "simulate_study"]
+           "holdout_coverage", "holdout_largest", "simulate_study"]
 
 MIN_REFIT = 4
 """Points the refit needs: 3 parameters + 1 residual degree of freedom for s^2."""
@@ -40,7 +42,10 @@ MIN_POINTS_K2 = 6
 
 
 def count_label(v: float) -> str:
-    """271000.0 -> '271k', 1.2e9 -> '1.2B' (sizes and budgets in lines)."""
+    """271000.0 -> '271k', 1.2e9 -> '1.2B' (sizes and budgets in lines); from 1e12 on (FLOPs
+    of ``scalelab fit --x C``) in scientific notation, 1.74e12 -> '1.74e+12'."""
+    if abs(v) >= 1e12:
+        return f"{v:.3g}"
     for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
             return f"{v / div:.3g}{suffix}"
@@ -114,7 +119,9 @@ class HoldoutCheck:
 
 def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: str = "N",
                   scale: float = SCALE, polish: bool = True, floor: bool = True) -> HoldoutCheck:
-    """Refit A / x^B + E without the ``k`` largest x and predict them (module docstring).
+    """Refit A / x^B + E without the ``k`` largest x and predict them (module docstring):
+    the report's check, k = 1 or 2 (2 only with >= ``MIN_POINTS_K2`` sizes); any k is
+    ``holdout_largest``, which this calls.
 
     x (n,) the law's variable (N / 1e6), y (n,) losses, ``weights`` (n,) optional per-point
     weights (e.g. seeds averaged per size: a point's variance is s^2 / w). Several points at
@@ -123,11 +130,28 @@ def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: 
     least-squares optimum alone, the same to ~1e-9, for simulations). ``floor``: the law
     A / x^B + E (True) or the pure A / x^B (a data law without a floor: one parameter
     fewer, so one point fewer in the refit)."""
+    if k not in (1, 2):
+        raise AnalysisInputError(f"holdout k must be 1 or 2 (the largest size or two), got {k}")
+    n = int(np.unique(np.asarray(x, dtype=float)).size)
+    if k == 2 and n < MIN_POINTS_K2:
+        raise AnalysisInputError(
+            f"holding out the largest 2 sizes needs >= {MIN_POINTS_K2} sizes, got {n}")
+    return holdout_largest(x, y, int(k), level, weights=weights, name=name, scale=scale,
+                           polish=polish, floor=floor)
+
+
+def holdout_largest(x, y, k: int, level: float = 0.95, *, weights=None, name: str = "N",
+                    scale: float = SCALE, polish: bool = True,
+                    floor: bool = True) -> HoldoutCheck:
+    """``holdout_check`` for any ``k`` >= 1 (``scalelab fit --holdout-largest K``): the same
+    refit and prediction interval. A refit left with fewer than parameters + 1 distinct x
+    gives a HoldoutCheck with no points and ``why`` saying so."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise AnalysisInputError(f"holdout k must be an integer >= 1, got {k!r}")
+    k = int(k)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
-    if k not in (1, 2):
-        raise AnalysisInputError(f"holdout k must be 1 or 2 (the largest size or two), got {k}")
     if not 0 < level < 1:
         raise AnalysisInputError(f"level must be in (0, 1), got {level}")
     if x.ndim != 1 or x.shape != y.shape or w.shape != x.shape:
@@ -135,9 +159,6 @@ def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: 
                                  f"{x.shape}, {y.shape}, {w.shape}")
     sizes = np.unique(x)  # ascending
     n = int(sizes.size)
-    if k == 2 and n < MIN_POINTS_K2:
-        raise AnalysisInputError(
-            f"holding out the largest 2 sizes needs >= {MIN_POINTS_K2} sizes, got {n}")
     nan3 = (float("nan"),) * 3
     params = 3 if floor else 2
     least = MIN_REFIT - 3 + params

@@ -11,6 +11,9 @@ Progress on stderr (``scalelab.cli.progress``): the collect when there is one, e
 multistart stages (iterations of each) and each bootstrap (resamples refitted), heard
 through ``analysis.progress.reporting``; ``-q`` silences it, ``--log-format json`` makes
 it JSON lines. The table and plots print on stdout either way.
+
+``--holdout-largest K``: each group's extrapolation check, one line per group
+(``scalelab.cli.fit_holdout``; docs/extrapolation.md).
 """
 
 from __future__ import annotations
@@ -83,6 +86,16 @@ def fit_cmd(
         "parabola in log N per compute budget, then N_opt ~ C^a and D_opt ~ C^b with "
         "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law, --x or --group-by.",
     ),
+    holdout_largest: int = typer.Option(
+        0,
+        "--holdout-largest",
+        metavar="K",
+        help="Extrapolation check (0: off): per group, refit A/x^B + E by least squares "
+        "without the K largest distinct x values and predict each held-out loss with a 95% "
+        "prediction interval, one line per group (the report's holdout lines; "
+        "docs/extrapolation.md); drawn on the plot and written to <stem>-holdout.json. "
+        "powerlaw only (any --x): chinchilla, data_constrained and --isoflop are refused.",
+    ),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:
@@ -95,8 +108,12 @@ def fit_cmd(
     output = ProgressOutput.from_flags(log_format, quiet)
     from scalelab.cli.resamples import check_bootstrap
 
+    from scalelab.cli.fit_holdout import check_holdout_option
+
     check_bootstrap(bootstrap)
     _check_out(out)
+    check_holdout_option(holdout_largest, (law or "powerlaw").strip().lower().replace("-", "_"),
+                         isoflop=isoflop)
     if isoflop:
         return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
     key = (law or "powerlaw").strip().lower().replace("-", "_")
@@ -122,18 +139,44 @@ def fit_cmd(
             )  # fmt: skip
         except _analysis_errors() as err:
             raise UserError(str(err), file=str(sweep)) from None
+    holdouts = _holdouts(sel, holdout_largest)
     console = Console()
     for note in sel.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     console.print(fit_table(sel, where, group_by))
     for line in warning_lines(sel, grouped=bool(group_by)):
         console.print(line, markup=False, highlight=False)
+    for h in holdouts:
+        console.print(h.line(), markup=False, highlight=False, soft_wrap=True)
     base = out if out is not None else sweep / FIT_FOLDER / (key if x in (None, "N") else f"{key}_{x}")
-    for g in sel.groups:
+    for i, g in enumerate(sel.groups):
         stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
         fig = plot_loss_vs_x(g.data, g.result, g.boot, x=sel.x, title=f"{key} fit: {g.label}")
+        if holdouts:
+            from scalelab.cli.fit_holdout import draw_holdout
+
+            draw_holdout(fig, holdouts[i])
         console.print(f"plot: {save_figure(fig, stem)[0]}", markup=False, highlight=False)
+    if holdouts:
+        from scalelab.cli.fit_holdout import write_holdout_json
+
+        path = write_holdout_json(base.with_name(f"{base.name}-holdout.json"), key, sel.x,
+                                  holdout_largest, holdouts)
+        console.print(f"holdout: {path}", markup=False, highlight=False)
     return 0
+
+
+def _holdouts(sel, k: int) -> list:
+    """``--holdout-largest K``: each group's extrapolation check (``scalelab.cli.fit_holdout``;
+    [] when K = 0). A K that leaves a group too few x values is refused (UserError)."""
+    if k == 0:
+        return []
+    from scalelab.cli.fit_holdout import group_holdouts
+
+    try:
+        return group_holdouts(sel, k)
+    except _analysis_errors() as err:
+        raise UserError(str(err), key="--holdout-largest") from None
 
 
 def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
