@@ -51,6 +51,7 @@ from scalelab.sweep.run.backends import Backend, Handle, Hooks, backend_for, cho
 from scalelab.sweep.run.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.run.lock import Claim, refresh, release, try_claim
 from scalelab.sweep.run.observe import RunView, observe
+from scalelab.sweep.run.order import longest_first
 from scalelab.sweep.plan.resources import groups, launchers_of
 from scalelab.sweep.spec.sections import LauncherConfig
 
@@ -273,6 +274,8 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
         job_launchers.append(launchers[i])
     decisions = decisions.with_columns(pl.Series("action", actions), pl.Series("reason", reasons))
     report = LaunchReport(sweep_dir, backend.name, decisions)
+    first = _longest_first(table, [j.run_id for j in jobs])
+    jobs, job_launchers = [jobs[i] for i in first], [job_launchers[i] for i in first]
 
     try:
         report.handles = _submit_grouped(backend, jobs, job_launchers)
@@ -321,6 +324,17 @@ def _chosen_backend(launcher: Any, sweep_dir: Path, executor: str | None, config
 def cpu_only(configs: Sequence[Any]) -> bool:
     """Whether every run (a ``RunConfig``) trains with ``train.device: cpu`` (False for none)."""
     return bool(configs) and all(str(c.train.device).lower() == "cpu" for c in configs)
+
+
+def _longest_first(table: pl.DataFrame, run_ids: list[str]) -> list[int]:
+    """The launch order of ``run_ids`` (``order.longest_first``; plan order where the table
+    has no cost columns)."""
+    if not run_ids or not {"steps", "flops"} <= set(table.columns):
+        return list(range(len(run_ids)))
+    cost = dict(zip(table["run_id"].to_list(),
+                    zip(table["steps"].to_list(), table["flops"].to_list())))
+    steps, flops = zip(*(cost.get(r, (None, None)) for r in run_ids))
+    return longest_first(steps, flops)
 
 
 def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> list[Handle]:
