@@ -141,14 +141,23 @@ class RecipeComparison:
             return f"p < {1.0 / self.n_boot:.2g}"
         return f"p = {self.p_value:.2g}" if self.p_value < 0.01 else f"p = {self.p_value:.3f}"
 
+    def stats(self) -> str:
+        """'ΔE (A − B) = −0.031, 95% CI (−0.052, −0.011), p = 0.004' (U+2212 minus signs).
+        Meaningful as a verdict only when both asymptotes are identified: whether they are
+        is ``asymptotes``' judgement, and the verdict is ``verdicts.pair_line``'s."""
+        a, b = self.names
+        lo, hi = self.ci
+        return (f"ΔE ({a} − {b}) = {_signed(self.delta)}, {100 * self.level:g}% CI "
+                f"({_signed(lo)}, {_signed(hi)}), {self._p_text()}")
+
     def line(self) -> str:
         """One sentence, e.g. 'A beats B at infinite compute: ΔE (A − B) = −0.031, 95% CI
         (−0.052, −0.011), p = 0.004' or 'no winner at infinite compute: ...; CI includes 0'
-        (typographic minus signs, U+2212)."""
+        (typographic minus signs, U+2212). The bootstrap's own reading of Delta E, which
+        holds only where both asymptotes are identified; ``scalelab compare`` prints
+        ``verdicts.pair_line`` as its verdict."""
         a, b = self.names
-        lo, hi = self.ci
-        stats = (f"ΔE ({a} − {b}) = {_signed(self.delta)}, {100 * self.level:g}% CI "
-                 f"({_signed(lo)}, {_signed(hi)}), {self._p_text()}")
+        stats = self.stats()
         if self.beats is None:
             return f"no winner at infinite compute: {stats}; CI includes 0"
         win, lose = (a, b) if self.beats == "A" else (b, a)

@@ -51,6 +51,7 @@ from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_mult
 from analysis.recipes.cells import best_cells, cell_columns, size_points
 from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
 from analysis.recipes.recipe_asymptote import recipe_asymptote, unidentified
+from analysis.recipes.replicates import NONE, Replicates, find_replicates
 from analysis.recipes.asymptotes import (
     AsymptoteFit,
     compare_asymptotes,
@@ -107,6 +108,11 @@ class RecipeAnalysis:
     """Whether ensemble evals were given."""
     data_law: DataLaw | None = None
     """The reference recipe's data law in U as the multipliers use it (floor C or none)."""
+    cell_rows: dict[str, pl.DataFrame] = field(default_factory=dict)
+    """Recipe -> the runs of its best cell per N at U0 (N, loss, seed, flops; ``cells``):
+    the rows ``scalelab compare`` compares, for the verdicts' paired bootstrap."""
+    replicates: Replicates = NONE
+    """The sweep's replicate seeds and the SD of one run's loss (``replicates``)."""
 
 
 def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
@@ -242,9 +248,10 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     # Per N the best cell by its mean loss over seeds, weighted by its seed count: the one
     # rule of the report, compare and next (``cells``), fitted by ``recipe_asymptote``.
     cols = cell_columns(done)
-    best_parts, fits = [], {}
+    best_parts, fits, cell_rows_of = [], {}, {}
     for recipe, frame in at_u0.items():
         cell_rows, cells = best_cells(frame, cols)
+        cell_rows_of[recipe] = cell_rows
         best_parts.append(cells.select("N", pl.col("mean").alias("loss"),
                                        (pl.col("name") if "name" in cells.columns else pl.lit("")).alias("name"),
                                        pl.lit(recipe).alias("recipe")))
@@ -310,7 +317,9 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     return RecipeAnalysis(U0, best, fits, ens, k_fits, members, data_points, data_fit, ref_loss,
                           students, asymptotes, multipliers, notes, reference=ref_name,
                           data_law=None if isinstance(data_law, str) else data_law,
-                          recipe_source=rows.source, has_ensembles=ensembles is not None)
+                          recipe_source=rows.source, has_ensembles=ensembles is not None,
+                          cell_rows=cell_rows_of,
+                          replicates=find_replicates(runs, ensembles, loss=loss))
 
 
 def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None) -> str | None:

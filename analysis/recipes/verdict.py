@@ -92,18 +92,21 @@ class RecipeLevel:
         src = f", {self.sigma_from}" if self.sigma_from else ""
         return f"best observed {self.value:.4g}{at} (sigma {self.sigma:.2g}{src})"
 
+    def _z_sigma(self) -> str:
+        """'2 sigma (0.042)', with where sigma comes from when that is known."""
+        src = f"; sigma {self.sigma:.2g} {self.sigma_from}" if self.sigma_from else ""
+        return f"{Z:g} sigma ({Z * self.sigma:.2g}{src})"
+
     def _lower(self) -> str:
         """How the lower end reads in a sentence."""
         if self.identified:
             return f"{self.name}'s CI lower end {self.lo:.4g}"
-        return (f"{self.name}'s best {self.value:.4g} minus {Z:g} sigma "
-                f"({Z * self.sigma:.2g}) = {self.lo:.4g}")
+        return f"{self.name}'s best {self.value:.4g} minus {self._z_sigma()} = {self.lo:.4g}"
 
     def _upper(self) -> str:
         if self.identified:
             return f"{self.name}'s upper end {self.hi:.4g}"
-        return (f"{self.name}'s best {self.value:.4g} plus {Z:g} sigma "
-                f"({Z * self.sigma:.2g}) = {self.hi:.4g}")
+        return f"{self.name}'s best {self.value:.4g} plus {self._z_sigma()} = {self.hi:.4g}"
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,16 @@ class Verdict:
 
 
 def recipe_verdict(a: RecipeLevel, b: RecipeLevel, *,
-                   delta_ci: tuple[float, float] | None = None,
+                   delta_ci: tuple[float, float] | None = None, paired: bool = True,
                    level: float = 0.95) -> Verdict:
     """The verdict between recipes ``a`` and ``b`` (module docstring).
 
     ``delta_ci``: the paired CI (lo, hi) of E_a - E_b, required when both are identified
-    asymptotes (``compare_recipes(...)``'s Delta E; never re-estimated here)."""
-    if a.identified and b.identified:
+    asymptotes (``compare_recipes(...)``'s Delta E; never re-estimated here).
+    ``paired=False``: two asymptotes that share no sizes to pair over (an ensemble's K -> inf
+    limit against a recipe's N -> inf asymptote) are judged by their intervals alone: a
+    winner only when they separate (upper end below the other's lower end)."""
+    if a.identified and b.identified and paired:
         if delta_ci is None:
             raise AnalysisInputError(
                 f"{a.name} and {b.name} both have identified asymptotes: pass the paired CI of "
@@ -165,7 +171,7 @@ def recipe_verdict(a: RecipeLevel, b: RecipeLevel, *,
     w, l = (a, b) if a.value <= b.value else (b, a)
     gap = l.lo - w.hi
     if not l.identified:
-        reason = (f"{w._upper()} is within {Z:g} sigma ({Z * l.sigma:.2g}) of {l.name}'s best "
+        reason = (f"{w._upper()} is within {l._z_sigma()} of {l.name}'s best "
                   f"{l.value:.4g} (they overlap by {-gap:.3g} nats)")
     else:
         reason = (f"{w._upper()} does not lie below {l._lower()} (they overlap by "
@@ -265,17 +271,28 @@ def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
 
 
 def recipe_level(name: str, *, E: float, lo: float, hi: float, se: float, why_not: str | None,
-                 n, loss, sigma: float, sigma_from: str) -> RecipeLevel | str:
+                 n, loss, sigma: float, sigma_from: str, m=None) -> RecipeLevel | str:
     """A recipe's level at infinite compute: its asymptote (E, CI lo-hi) when it may be
     written (``why_not`` None); else, when its loss rises with N (``rises_with_n`` on its
-    points n, loss with the SD ``sigma`` of one run's loss), its best observed loss; else the
-    reason it has neither, in numbers."""
+    points n, loss), its best observed loss; else the reason it has neither, in numbers.
+
+    ``sigma`` is the SD of one run's loss; ``m`` (per point, default 1) the seeds each point
+    is the mean of. The best observed loss, a mean of m_best seeds, has SD sigma/sqrt(m_best);
+    the rise is judged with sigma/sqrt(min m), the largest SD of any point (it errs towards
+    "no rise")."""
     if why_not is None:
         return RecipeLevel.asymptote(name, E, lo, hi, se)
-    rise = rises_with_n(n, loss, sigma)
+    n = np.asarray(n, dtype=float)
+    m = np.ones_like(n) if m is None else np.asarray(m, dtype=float)
+    if m.shape != n.shape or not np.all(m >= 1):
+        raise AnalysisInputError(f"m must hold one seed count >= 1 per point, got {m}")
+    rise = rises_with_n(n, loss, sigma / np.sqrt(m.min()))
     if not rise:
         return f"{name} vs N {why_not}; and its loss does not rise with N ({rise.line})"
-    return RecipeLevel.best_observed(name, rise.best, sigma, at_n=rise.best_n, sigma_from=sigma_from)
+    m_best = float(m[n == rise.best_n].min())
+    return RecipeLevel.best_observed(name, rise.best, sigma / np.sqrt(m_best), at_n=rise.best_n,
+                                     sigma_from=sigma_from if m_best == 1 else
+                                     f"{sigma_from}, / sqrt({m_best:g}) for its {m_best:g}-seed mean")
 
 
 def run_sigma(rows) -> tuple[float, str]:

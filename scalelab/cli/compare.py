@@ -7,12 +7,19 @@ NAME=key=value[,key=value]``, else the ``recipe`` column, else the ``tuned`` blo
 per model size the seeds of its best cell, the cell with the lowest mean loss over its
 seeds (``scalelab.adaptive.recipe_cells``), and compares: a paired bootstrap over sizes and
 seeds (``--resample sizes+seeds``, the default) or seeds only (``--resample seeds``).
-Prints the verdict line (a winner only when the CI of E_A - E_B excludes 0) and the
-table of losses at matched compute (equal N, equal tokens).
+Prints the verdict line of ``scalelab report`` and ``scalelab demo``
+(``analysis.recipes.verdicts.pair_line``: each recipe's level is its identified asymptote,
+or for a recipe whose loss rises with N its best observed loss +- 2 sigma with sigma from
+the sweep's replicate seeds, ``analysis.recipes.replicates``, which reads
+``<sweep>/ensembles/evals.parquet`` where there is one; two identified asymptotes by the
+paired bootstrap's CI of E_A - E_B, printed below the verdict only then), each recipe's E
+or why it is not identified, and the table of losses at matched compute (equal N, equal
+tokens).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -57,6 +64,8 @@ def compare_cmd(
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
     from analysis.recipes.compare import compare_recipes
     from analysis.errors import AnalysisInputError
+    from analysis.recipes.replicates import find_replicates
+    from analysis.recipes.verdicts import level_of, pair_line
     from scalelab.adaptive.recipe_cells import recipe_cells
     from scalelab.cli.recipe_options import recipe_filters
     from scalelab.cli.runs_table import read_runs_table
@@ -71,6 +80,9 @@ def compare_cmd(
         result = compare_recipes(cells.rows[recipe_a], cells.rows[recipe_b],
                                  names=(recipe_a, recipe_b), n_boot=n_boot, level=level,
                                  seed=seed, resample=resample)
+        replicates = find_replicates(runs, _ensemble_evals(sweep_dir), loss=loss)
+        la, lb = (level_of(name, cells.rows[name], replicates, level=level)
+                  for name in (recipe_a, recipe_b))
     except AnalysisInputError as err:
         raise UserError(str(err), file=str(sweep_dir)) from None
     for note in cells.notes:
@@ -78,13 +90,30 @@ def compare_cmd(
     at = f" at U = {cells.U:,.0f} unique tokens" if cells.U is not None else ""
     typer.echo(f"{sweep_dir}: {recipe_a} vs {recipe_b}{at}, each size's best cell by its mean "
                f"loss over seeds (recipes from {cells.source})")
-    typer.echo(result.line())
+    typer.echo(pair_line(la, lb, recipe_a, recipe_b, lambda: result.ci))
+    both = not isinstance(la, str) and not isinstance(lb, str) and la.identified and lb.identified
+    if both:
+        typer.echo(f"  paired bootstrap: {result.stats()}")
     shown = ", ".join(_asymptote_text(name, e, a) for name, e, a in
                       zip((recipe_a, recipe_b), result.E, result.asymptotes or (None, None)))
     typer.echo(f"  {shown}; {len(result.sizes)} shared sizes; {n_boot} resamples ({resample}); "
                f"{100 * result.converged:.0f}% of refits converged")
     _matched_table(result, recipe_a, recipe_b)
     return 0
+
+
+def _ensemble_evals(sweep_dir: Path):
+    """``<sweep>/ensembles/evals.parquet`` (which runs are one ensemble's members), or None."""
+    from analysis.tables.layout import ENSEMBLE_EVALS_FILE, ENSEMBLES_FOLDER
+    from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
+
+    path = Path(sweep_dir) / ENSEMBLES_FOLDER / ENSEMBLE_EVALS_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_sweep_parquet(path)
+    except SweepFileError as err:
+        raise UserError(f"{err.what} ({err.reason})", file=err.path) from None
 
 
 def _asymptote_text(name: str, E: float, asymptote) -> str:

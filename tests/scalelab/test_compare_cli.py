@@ -83,7 +83,8 @@ def test_known_difference_names_the_winner_and_the_ci_holds_the_truth(tmp_path, 
     folder = sweep_dir(tmp_path, runs_table(LAWS, seed=1))
     code, out, err = run(["compare", str(folder), "regularized", "standard", "--n-boot", "300"], capsys)
     assert code == 0 and err == ""
-    assert "regularized beats standard at infinite compute: ΔE (regularized − standard) = −0.3" in out
+    assert out.splitlines()[1].startswith("regularized beats standard at infinite compute by at least ")
+    assert "paired bootstrap: ΔE (regularized − standard) = −0.3" in out
     lo, hi = _ci(out)
     assert lo < truth < hi < 0
     assert "matched compute" in out and "paired t" in out
@@ -101,8 +102,9 @@ def test_equal_asymptotes_name_no_winner(tmp_path, capsys):
     folder = sweep_dir(tmp_path, runs_table(laws, seed=2))
     code, out, _ = run(["compare", str(folder), "regularized", "standard", "--n-boot", "300"], capsys)
     assert code == 0
-    assert out.splitlines()[1].startswith("no winner at infinite compute:")
-    assert "CI includes 0" in out
+    assert out.splitlines()[1].startswith("regularized vs standard: no verdict: ")
+    assert "contains 0" in out.splitlines()[1]
+    assert "paired bootstrap: ΔE (regularized − standard)" in out
     lo, hi = _ci(out)
     assert lo < 0 < hi
 
