@@ -34,11 +34,18 @@ _MAX_CURVES = 8
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg"), *,
                 close: bool = True) -> list[Path]:
     """Write ``stem.png`` and ``stem.svg`` atomically (cropped to what is drawn, legends
-    outside the axes included); closes the figure unless ``close`` is False."""
+    outside the axes included); closes the figure unless ``close`` is False.
+
+    The format is appended to the stem's name, never swapped for its last dot-part: a group
+    stem such as ``f-data.epochs=32`` keeps its ``.epochs=32`` (``with_suffix`` would write
+    every group of ``data.epochs`` to one ``f-data.png``). A stem already ending in one of
+    ``formats`` loses that ending first."""
     stem = Path(stem)
+    if stem.suffix.lstrip(".") in formats:
+        stem = stem.with_suffix("")
     paths = []
     for fmt in formats:
-        path = stem.with_suffix(f".{fmt}")
+        path = stem.with_name(f"{stem.name}.{fmt}")
         write_atomic(path, lambda p, fmt=fmt: fig.savefig(p, format=fmt, dpi=130, bbox_inches="tight"))
         paths.append(path)
     if close:

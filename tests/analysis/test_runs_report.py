@@ -71,3 +71,19 @@ def test_report_from_a_runs_table(tmp_path):
             assert (path.parent / target).is_file(), target
             assert (path.parent / target).with_suffix(".svg").is_file()
     assert not list(path.parent.glob(".*.tmp*"))  # atomic writes leave no temporaries
+
+
+def test_save_figure_keeps_a_dotted_stem(tmp_path):
+    """Group stems of dotted keys (``--group-by data.epochs``) each get their own files."""
+    import matplotlib.pyplot as plt
+
+    made = []
+    for stem in ("f-data.epochs=32", "f-data.epochs=64", "plain.png"):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1])
+        made.append(save_figure(fig, tmp_path / stem))
+    names = [[p.name for p in paths] for paths in made]
+    assert names == [["f-data.epochs=32.png", "f-data.epochs=32.svg"],
+                     ["f-data.epochs=64.png", "f-data.epochs=64.svg"],
+                     ["plain.png", "plain.svg"]]
+    assert all(p.exists() for paths in made for p in paths)
