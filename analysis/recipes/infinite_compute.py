@@ -204,9 +204,12 @@ def _multipliers(cand: list[tuple[str, float, float]], law: DataLaw | str,
     """recipe | loss | data_multiplier | lo | hi | why: Kim et al.'s multiplier with its
     bootstrap CI (``data_multiplier``), or why there is none, in numbers."""
     rows = []
+    if not isinstance(law, str) and not math.isfinite(ref_loss):
+        law = "no run of the reference recipe at the base budget U0 to measure 1x from"
     for name, value, se in cand:
-        if isinstance(law, str):
-            rows.append((name, value, math.nan, math.nan, math.nan, law))
+        if isinstance(law, str) or not math.isfinite(value):
+            why = law if isinstance(law, str) else "no loss to convert"
+            rows.append((name, value, math.nan, math.nan, math.nan, why))
             continue
         m = data_multiplier(law, value, se, ref_loss)
         if m.identified:

@@ -174,3 +174,15 @@ def test_seed_mean_of_the_regularized_cell():
     # An ensemble in another cell (member 0 is not the best run): no seed mean is formed.
     other = analyze(runs, pl.DataFrame(rows).with_columns(pl.col("loss") + 0.5))
     assert SEED_MEAN not in other.fits and other.best_per_n.filter(pl.col("recipe") == SEED_MEAN).height == 0
+
+
+def test_no_reference_run_at_u0_gives_reasons_not_a_crash():
+    """A tuned block with no run at the reference weight decay (e.g. a standard recipe set in a
+    block's base, read from an old plan with null axis columns): every multiplier row says
+    why it has no value; the analysis does not raise."""
+    runs, *_ = _runs()
+    runs = runs.filter(~((pl.col("block") == "tuned") & (pl.col("optim.weight_decay") == 0.1)))
+    res = analyze(runs, _ensembles())
+    mult = res.multipliers
+    assert mult.height >= 2 and mult["data_multiplier"].is_nan().all()
+    assert all("reference recipe at the base budget" in w or "no loss" in w for w in mult["why"])

@@ -16,6 +16,7 @@ from scalelab.identity import IdCollision, RunIds, full_id, id_of, run_dir_name
 from scalelab.store.layout import BLOCK_COLUMN, RUNS_FOLDER
 from scalelab.sweep.plan.grid import expand_grid
 from scalelab.sweep.plan.table import Plan
+from scalelab.sweep.spec import keys
 from scalelab.sweep.spec.blocks import TOP_BLOCK
 
 __all__ = ["expand_blocks"]
@@ -63,7 +64,7 @@ def expand_blocks(spec: Any, datasets: Any = None):
         launchers += [plan.launchers[i] for i in keep]
         tables.append(table)
         axes += [a for a in plan.axes if a not in axes]
-    table = pl.concat(tables, how="diagonal_relaxed")
+    table = _filled(pl.concat(tables, how="diagonal_relaxed"), configs)
     front = ["run_id", "name", "run_dir", BLOCK_COLUMN]
     table = table.select(front + [c for c in table.columns if c not in front])
     return Plan(spec=spec, configs=configs, table=table, derived=derived,
@@ -82,3 +83,23 @@ def _first_owned(spec: Any, ledger: RunIds, fulls: list[str], names: list[str],
         except IdCollision as err:
             raise spec.error(str(err), f"blocks.{block}") from None
     return keep
+
+
+def _filled(table: pl.DataFrame, configs: list) -> pl.DataFrame:
+    """Each block's axes as columns for every run: a run of a block that does not sweep a
+    config key gets its own value of that key (from its config), never null. Otherwise the
+    runs of a block that sets ``optim.weight_decay: 0.1`` in its ``base`` would read as
+    having no weight decay to whoever selects on the column (``scalelab fit --where``, the
+    report's recipes), and a standard recipe written that way would have no runs."""
+    fills = {}
+    for col in table.columns:
+        if "." not in col or table[col].null_count() == 0:
+            continue
+        try:
+            values = [keys.get_value(c, col) for c in configs]
+        except AttributeError:  # not a config key (a derived or table column)
+            continue
+        have = table[col].to_list()
+        merged = [v if v is not None else w for v, w in zip(have, values)]
+        fills[col] = pl.Series(col, merged, strict=False).cast(table[col].dtype, strict=False)
+    return table.with_columns(*fills.values()) if fills else table

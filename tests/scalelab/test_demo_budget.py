@@ -1,0 +1,38 @@
+"""The embedded demo's plan stays inside its 10-minute budget (docs/calibration.md, "The
+demo: a 10-minute cut"): a bound on its cost in the launch order's units, and the cells its
+answer needs. Deterministic (a plan, no training, no clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from scalelab.sweep.plan.datasets import dataset_facts
+from scalelab.sweep.plan.expand import expand
+from scalelab.sweep.run.order import STEP_OVERHEAD_FLOPS
+from scalelab.sweep.spec.load import load_spec
+
+DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
+
+MAX_COST = 3.2e13
+"""steps x STEP_OVERHEAD_FLOPS + FLOPs summed over the runs. The 10-minute design costs
+2.97e13 (17,792 steps, 10.1 TFLOPs); the 31-run design it replaced cost 6.9e13 (34,688
+steps, 34 TFLOPs) and took 22 min at 54k tokens/s. A bound 8% above the design: room for
+a cell, not for a size."""
+
+
+def test_demo_plan_fits_its_budget_and_holds_the_answer():
+    spec = load_spec(DEMO)
+    table = expand(spec, datasets=dataset_facts(spec)).table
+    cost = float((table["steps"] * STEP_OVERHEAD_FLOPS + table["flops"]).sum())
+    assert cost <= MAX_COST, f"demo plan costs {cost:.3g} > {MAX_COST:.3g}"
+    tuned = table.filter(pl.col("block").is_in(["tuned", "tuned-best"]))
+    # the regularized recipe: >= 6 sizes (the extrapolation check holds out the largest two)
+    assert tuned["N"].n_unique() >= 7
+    # the standard recipe (wd 0.1) past the size where it stops improving, to see it rise
+    standard = tuned.filter((pl.col("optim.weight_decay") - 0.1).abs() < 1e-12)
+    assert standard["N"].n_unique() >= 5 and standard["N"].max() == tuned["N"].max()
+    data = table.filter(pl.col("block") == "data")
+    assert data["data.unique_tokens"].n_unique() >= 4
+    assert table.filter(pl.col("block") == "ensemble").height >= 3  # K = 4 with member 0
