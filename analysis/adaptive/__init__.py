@@ -11,8 +11,10 @@ One concept per module:
 - ``targets``: the targets (E, ranking, multiplier) as functions of the recipes' E
   estimates, their CI widths and what planning minimises;
 - ``law``: A/x^B + E, its weighted fit (``analysis.fit.fit.fit_law``) and Jacobian;
-- ``target_fits``: best cell per size, settled sizes, E and its t-interval; a target judged on
-  the finished runs (``judge``);
+- ``target_fits``: best cell per size (the report's rule, ``analysis.recipes.cells``),
+  settled sizes, E and its interval or the reason there is none (``recipe_asymptote``, the
+  report's); a target judged on the finished runs (``judge``);
+- ``multiplier``: the data multiplier of E, the report's law choice and bootstrap CI;
 - ``posterior``: the linearised posterior of the law and E's expected CI width after a
   run (c-optimal design, Sherman-Morrison update: no simulation);
 - ``planner``: actions (settle a size, replicate a cell), scores per FLOP, greedy batches,

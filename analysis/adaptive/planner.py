@@ -12,12 +12,15 @@ Candidates are grouped into *actions*, the smallest sets of runs that change the
 - settle N: the coordinate-search runs still missing at N (Kim et al. 2025, arXiv
   2509.14786; the rule of ``scalelab.tune.coordinate``): for a size with runs, the
   untried in-grid neighbours of its best cell; for a size without runs, a start cell and
-  its neighbours. The start cell is transferred from the sizes already settled: per axis,
+  its neighbours; for a size whose neighbours are all run but whose best cell has fewer
+  seeds than the most replicated cell there, that cell's missing seeds (target_fits.py: a
+  mean of one run must not beat a mean of several). The start cell is transferred from the sizes already settled: per axis,
   the best cell's grid index regressed linearly on log N and rounded (one settled size:
   its cell; none: the sizes with runs; no runs: ``Axis.start``), since the optimum of the
   tuned axes drifts with N. Its effect: a point at N with the best cell's weight.
 - replicate N: one more seed of a settled size's best cell (the next replicate index not
-  run). Its effect: weight + 1 at N and one more degree of freedom. Offered only once
+  run). Its effect: weight + 1 at N (the reported interval's degrees of freedom are the
+  sizes', n - 3: a replicate narrows it through the weight alone). Offered only once
   ``law.MIN_SIZES`` sizes are settled (the target has an interval): before, a replicate's value would
   be judged against the prior alone, and the cheapest sizes' seeds would win on price
   (with replicates offered from the start, an earlier version of the synthetic study
@@ -76,7 +79,7 @@ GRID = "grid"
 @dataclass(frozen=True)
 class Action:
     """A set of runs that changes the target: its runs (keys, launch order), the weight it
-    adds at N and the replicate degrees of freedom, and its cost in FLOPs."""
+    adds at N, and its cost in FLOPs."""
 
     kind: str  # "settle" | "replicate"
     N: float
@@ -84,7 +87,6 @@ class Action:
     """The best (or start) cell the action is about."""
     keys: tuple[str, ...]
     weight: float
-    dof: int
     cost: float
     recipe: str = ""
     """The recipe (targets.py) whose fit the action changes."""
@@ -132,14 +134,17 @@ def actions(space: CandidateSpace, points: SizePoints, done_keys: set[str],
         if row is None:
             c0 = start_cell(space, points, N)
             keys = [space.key(N, c) for c in [c0, *space.neighbours(c0)]]
-            out.append(Action("settle", N, c0, tuple(keys), 1.0, 0, cost(keys)))
+            out.append(Action("settle", N, c0, tuple(keys), 1.0, cost(keys)))
             continue
         best = space.cell_of(row)
         if not row["settled"]:
             keys = [space.key(N, c) for c in space.neighbours(best)]
             keys = [k for k in keys if k not in done_keys]
+            if not keys and row["behind"] > 0:  # level the best cell's seeds (target_fits.py)
+                keys = [k for k in (space.key(N, best, r) for r in range(space.replicates))
+                        if k not in done_keys][:row["behind"]]
             if keys:
-                out.append(Action("settle", N, best, tuple(keys), float(row["m"]), 0, cost(keys)))
+                out.append(Action("settle", N, best, tuple(keys), float(row["m"]), cost(keys)))
             continue
         nxt = _next_replicate(space, N, best, done_keys, cost)
         if nxt is not None and identified:
@@ -160,7 +165,7 @@ class _Recipe:
         return Estimate(self.posterior.theta[2], float(self.V[2, 2]), float(self.design.dof))
 
     def add(self, a: Action) -> None:
-        self.design = self.design.add(a.N / SCALE, a.weight, a.dof)
+        self.design = self.design.add(a.N / SCALE, a.weight)
         self.V = self.posterior.cov(self.design)
 
 
@@ -179,7 +184,7 @@ def _gains(target: Target, states: dict[str, _Recipe], acts: list[Action],
         w = np.array([acts[i].weight for i in idx])
         var = st.posterior.var_after(st.V, x, w)
         for i, xi, wi, v in zip(idx, x, w, var):
-            dof = st.design.add(xi, wi, acts[i].dof).dof
+            dof = st.design.add(xi, wi).dof
             out[i] = now - objective({**est, r: Estimate(est[r].E, float(v), float(dof))})
     return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0), now
 
@@ -207,7 +212,7 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
         points = size_points(sub.runs_in(done), sub)
         post = planning_posterior(points, noise_sd=noise_sd, level=level, studentized=studentized)
         s = points.settled
-        design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float), points.within_dof)
+        design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float))
         states[name] = _Recipe(sub, post, design, post.cov(design))
         acts += [dataclasses.replace(a, recipe=name)
                  for a in actions(sub, points, done_keys, cost) if np.isfinite(a.cost)]
@@ -265,5 +270,5 @@ def _next_replicate(space: CandidateSpace, N: float, cell: Cell, taken: set[str]
     for r in range(space.replicates):
         key = space.key(N, cell, r)
         if key not in taken:
-            return Action("replicate", N, cell, (key,), 1.0, 1, cost([key]))
+            return Action("replicate", N, cell, (key,), 1.0, cost([key]))
     return None

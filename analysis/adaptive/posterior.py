@@ -21,17 +21,21 @@ is the rank-one update (Sherman-Morrison)
     Var'(E) = V_EE - w (V j)_E^2 / (s^2 + w j^T V j),
 
 the c-optimality criterion for c = e_E (the variance of one linear combination of the
-parameters; Atkinson et al.). The target's width is judged as the study reports
-it (target_fits.py): 2 t_{nu, (1+level)/2} sqrt(V_EE), nu = (n - 3) + SUM (m - 1), floored at 1,
-so a run that adds a degree of freedom (a fifth size, a replicate) also shrinks t.
+parameters; Atkinson et al.). The target's width is judged as the study reports it
+(target_fits.py, the report's interval): 2 t_{nu, (1+level)/2} sqrt(V_EE), nu = n - 3 sizes'
+residual degrees of freedom, floored at 1, so a run that adds a size also shrinks t (a
+replicate adds weight, not a degree of freedom).
 
 theta_p: the weighted fit of every size's current best cell when >= MIN_SIZES sizes have runs
 (settled or not: the planning point, not the target); with 2-3 sizes, B = ``guess_B``
 and (A, E) by weighted linear least squares; with fewer, A = 1, B = ``guess_B``, E = the
-mean loss. s^2: the pooled noise estimate (target_fits.py) shrunk towards a prior guess
-sigma_0 with nu_0 = 2 pseudo degrees of freedom, s^2 = (nu_0 sigma_0^2 + SS) / (nu_0 + nu)
-(the conjugate scaled inverse-chi^2 prior; Gelman et al. 2013, "Bayesian Data Analysis",
-ch. 2-3).
+mean loss. s^2, the planner's guess of one run's noise variance: the law's weighted
+residuals on the settled sizes (n - 3 dof) pooled with the replicate scatter within every
+cell ("pure error", SUM (m_c - 1) dof; Draper & Smith 1998, "Applied Regression Analysis",
+sec. 2.1), shrunk towards a prior guess sigma_0 with nu_0 = 2 pseudo degrees of freedom,
+s^2 = (nu_0 sigma_0^2 + SS) / (nu_0 + nu) (the conjugate scaled inverse-chi^2 prior;
+Gelman et al. 2013, "Bayesian Data Analysis", ch. 2-3). It only ranks designs: the reported
+interval's s^2 is the report's (residuals alone).
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ import numpy as np
 from scipy import stats
 
 from analysis.adaptive.law import fit_points
+from analysis.adaptive.target_fits import SizePoints
 from analysis.recipes.kim_law import MIN_SIZES, SCALE, jacobian
-from analysis.adaptive.target_fits import SizePoints, fit_target
 
 __all__ = ["Design", "Posterior", "planning_posterior"]
 
@@ -54,24 +58,24 @@ GUESS_B = 0.5
 
 @dataclass(frozen=True)
 class Design:
-    """Size points (x (n,), weights w (n,)) and the replicate degrees of freedom."""
+    """Size points: x (n,) and weights w (n,), the seeds of each point."""
 
     x: np.ndarray
     w: np.ndarray
-    within_dof: int
 
-    def add(self, x: float, w: float = 1.0, dof: int = 0) -> Design:
+    def add(self, x: float, w: float = 1.0) -> Design:
         """This design with weight ``w`` more at ``x`` (a new point, or a replicate of one)."""
         i = np.flatnonzero(np.isclose(self.x, x, rtol=1e-12, atol=0.0))
         if i.size:
             w_new = self.w.copy()
             w_new[i[0]] += w
-            return Design(self.x, w_new, self.within_dof + dof)
-        return Design(np.append(self.x, x), np.append(self.w, w), self.within_dof + dof)
+            return Design(self.x, w_new)
+        return Design(np.append(self.x, x), np.append(self.w, w))
 
     @property
     def dof(self) -> int:
-        return max(self.x.size - 3, 0) + self.within_dof
+        """The reported interval's degrees of freedom, n - 3 (module docstring)."""
+        return max(self.x.size - 3, 0)
 
 
 @dataclass(frozen=True)
@@ -128,11 +132,12 @@ def planning_posterior(points: SizePoints, *, noise_sd: float = 0.02, level: flo
     """theta_p, s^2 and P0 from the size points (module docstring); ``noise_sd`` is the
     prior guess sigma_0 of one run's noise sd."""
     A, B, E = _theta(points, guess_B)
-    target = fit_target(points, level)
-    if target.theta is not None:
-        ss, dof = target.s2 * target.dof, target.dof
-    else:
-        ss, dof = points.within_ss, points.within_dof
+    ss, dof = points.within_ss, points.within_dof
+    if points.settled.height >= MIN_SIZES:  # the law's residuals on the settled sizes
+        p = points.settled_points()
+        a, b, e = fit_points(p.x, p.y, p.m)
+        ss += float(np.sum(p.m * (p.y - (a * p.x**-b + e)) ** 2))
+        dof += p.n - 3
     s2 = (PRIOR_DOF * noise_sd**2 + ss) / (PRIOR_DOF + dof)
     A = A if math.isfinite(A) and A > 0 else 1.0
     prior = np.diag([1.0 / A**2, 1.0, 1.0])

@@ -1,37 +1,36 @@
-"""The target of an adaptive study: a recipe's asymptote E and its confidence interval.
+"""The target of an adaptive study: a recipe's asymptote E and its confidence interval, by
+the one rule and the one engine of ``scalelab report`` and ``scalelab compare``.
 
-From the finished runs (a run frame with a ``loss`` column, ``space.CandidateSpace``):
+Kim et al. 2025, "Pre-training under infinite compute" (arXiv 2509.14786): L(N) = A/N^B + E
+per recipe. From the finished runs (a run frame with a ``loss`` column,
+``space.CandidateSpace``):
 
-1. cells: the runs of one (N, tuned values) are seed replicates (replicate 0 first);
-2. size points: at each N the best cell, chosen by its first run (the lowest loss of
-   replicate 0: the tuning grid's run, as ``infinite_compute`` takes the best loss per
-   size and Kim et al., arXiv 2509.14786, the tuned optimum), valued at the mean over its
-   m replicates (``infinite_compute``'s "mean of seeds": the best cell's seeds). Choosing
-   on replicate 0 alone keeps later seeds out of the choice: a replicate refines the
-   point's value without reshuffling which cell is best (a mean over seeds compared with a
-   neighbour's single lucky run would hand the choice to that run, the winner's curse);
-3. settled: a size's best cell is *settled* when every in-grid coordinate-search neighbour
-   (one step on one axis) has been run: it is a local optimum of the grid, the condition
-   on which Kim et al.'s coordinate search stops (``scalelab.tune.coordinate``; at a grid
-   edge the missing neighbour cannot be run, as for a fixed grid). Only settled sizes
-   enter the fit: an unsettled best cell may sit on the slope of the tuning penalty, and
-   its loss would bias E upwards by an amount no interval shows;
-4. the fit: A/x^B + E on the settled points, weights m (``law.fit_points``), with
-   >= ``law.MIN_SIZES`` = 5 sizes (fewer: no interval, width inf; why 5: law.py);
-5. the interval: the Wald/t interval of nonlinear least squares (Seber & Wild 1989,
-   "Nonlinear Regression", ch. 5),
+1. cells: the runs of one (N, tuned values) are seed replicates of one cell;
+2. size points: at each N the best cell by its *mean loss over seeds* (ties: more seeds,
+   then the first in run order), valued at that mean with weight m (its seeds): the report's
+   point rule, ``analysis.recipes.cells.best_cells`` / ``cells.size_points``, called here;
+3. settled (what is adaptive): a size's best cell is *settled* when every in-grid
+   coordinate-search neighbour (one step on one axis) has been run: a local optimum of the
+   grid, where Kim et al.'s coordinate search stops (``scalelab.tune.coordinate``; at a grid
+   edge the missing neighbour cannot be run, as for a fixed grid), *and* it has as many
+   seeds as the most replicated cell at that size (``behind`` = 0). Only settled sizes enter
+   the fit: an unsettled best cell may sit on the slope of the tuning penalty, and its loss
+   would bias E upwards by an amount no interval shows; and a best cell with fewer seeds
+   than the cell it beat won a mean of one lucky run against a mean of several (the
+   winner's curse the adaptive planner's replicates would otherwise create: on the ranking
+   study of tests/analysis/test_adaptive_targets.py it decided the wrong order in 2 of 12
+   seeds). The planner replicates such a cell until it is level (planner.py). On a complete
+   grid every size is settled and the points are exactly the report's;
+4. the fit, its interval and whether E may be written at all: ``analysis.recipes.
+   recipe_asymptote.recipe_asymptote`` on the settled points (``kim_law.fit_kim``, weights m;
+   the Wald/t interval of nonlinear least squares, Seber & Wild 1989, "Nonlinear
+   Regression", ch. 5, E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1,
+   s^2 = SUM m_i r_i^2 / (n - 3); and its ``why_not``, e.g. "not identified: the loss rises
+   again with x ..."). With fewer than ``kim_law.MIN_SIZES`` settled sizes there is no fit yet.
 
-       Cov(theta) = s^2 (J^T W J)^-1,   W = diag(m),   E +- t_{nu, (1+level)/2} sqrt(Cov_EE),
-
-   with J the law's Jacobian at the settled sizes (``law.jacobian``) and s^2 the pooled
-   estimate of one run's noise variance from the law's weighted residuals (n - 3 degrees
-   of freedom) and the replicate scatter within every cell ("pure error", SUM (m_c - 1)
-   degrees of freedom; Draper & Smith 1998, "Applied Regression Analysis", sec. 2.1):
-
-       s^2 = (SUM_i m_i (ybar_i - L(x_i))^2 + SUM_c SUM_r (y_cr - ybar_c)^2) / nu,
-       nu = (n - 3) + SUM_c (m_c - 1).
-
-The width 2 t sqrt(Cov_EE) is what every design (adaptive, grid, random) is judged by.
+The replicate scatter within cells (``SizePoints.within_ss``, ``within_dof``: "pure error",
+Draper & Smith 1998, "Applied Regression Analysis", sec. 2.1) is kept for the planner's
+prior guess of one run's noise (posterior.py) only: it never enters E or its interval.
 """
 
 from __future__ import annotations
@@ -41,25 +40,27 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
-from analysis.adaptive.law import fit_points
-from analysis.recipes.kim_law import MIN_SIZES, SCALE, jacobian
-from analysis.adaptive.targets import NO_ESTIMATE, Estimate, Summary, Target
 from analysis.adaptive.space import CandidateSpace
+from analysis.adaptive.targets import Estimate, Summary, Target
+from analysis.recipes import cells
+from analysis.recipes.kim_law import MIN_SIZES
+from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
 
-__all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge", "settled_sizes",
-           "size_points"]
+__all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge",
+           "settled_sizes", "size_points"]
 
 
 @dataclass(frozen=True)
 class SizePoints:
-    """Per size with runs: N, the best cell's axis values, loss (its seed mean), m, settled,
-    runs (at that size); and the replicate scatter of every cell."""
+    """Per size with runs: N, the best cell's axis values, loss (its seed mean), m, behind
+    (seeds it lacks against the most replicated cell at N), settled, runs (at that size); the best cells' runs; and the replicate scatter of every cell."""
 
     frame: pl.DataFrame
+    rows: pl.DataFrame
+    """The best cell's runs per N (``cells.best_cells``' first frame: N, loss, seed, flops)."""
     within_ss: float
-    """SUM over cells of SUM_r (y_cr - ybar_c)^2."""
+    """SUM over cells of SUM_r (y_cr - ybar_c)^2 (the planner's noise guess only)."""
     within_dof: int
     """SUM over cells of (m_c - 1)."""
 
@@ -67,89 +68,118 @@ class SizePoints:
     def settled(self) -> pl.DataFrame:
         return self.frame.filter(pl.col("settled"))
 
+    def settled_points(self) -> cells.SizePoints:
+        """The settled sizes as the report's points (``cells.size_points``)."""
+        keep = self.settled["N"].to_list()
+        return cells.size_points(self.rows.filter(pl.col("N").is_in(keep)))
+
+
+def _schema(names: list[str]) -> dict:
+    return {"N": pl.Float64, **{n: pl.Float64 for n in names}, "loss": pl.Float64,
+            "m": pl.Int64, "behind": pl.Int64, "settled": pl.Boolean, "runs": pl.Int64}
+
 
 def size_points(done: pl.DataFrame, space: CandidateSpace) -> SizePoints:
-    """Best cell per size, its replicate count and whether it is settled (module docstring)."""
+    """Best cell per size (the report's rule), its seed count and whether it is settled
+    (module docstring)."""
     names = list(space.names)
-    schema = {"N": pl.Float64, **{n: pl.Float64 for n in names}, "loss": pl.Float64,
-              "m": pl.Int64, "settled": pl.Boolean, "runs": pl.Int64}
+    rows_schema = {"N": pl.Float64, "loss": pl.Float64, "seed": pl.String, "flops": pl.Float64}
     if done.height == 0:
-        return SizePoints(pl.DataFrame(schema=schema), 0.0, 0)
-    cells: dict[tuple, list[tuple[int, float]]] = {}  # (N, *values) -> [(replicate, loss)]
-    for n, *vals, rep, loss in done.select("N", *names, "replicate", "loss").iter_rows():
-        cells.setdefault((float(n), *map(float, vals)), []).append((int(rep), float(loss)))
-    within_ss, within_dof = 0.0, 0
-    by_size: dict[float, list[tuple[float, tuple, float, int]]] = {}  # N -> [(first, values, mean, m)]
-    for (n, *vals), runs in cells.items():
-        losses = np.array([v for _, v in runs])
-        within_ss += float(np.sum((losses - losses.mean()) ** 2))
-        within_dof += losses.size - 1
-        first = min(runs)[1]  # the lowest replicate's loss
-        by_size.setdefault(n, []).append((first, tuple(vals), float(losses.mean()), losses.size))
-    rows = []
-    for n in sorted(by_size):
-        sub = by_size[n]
-        _, vals, mean, m = min(sub, key=lambda c: c[0])
-        tried = {tuple(a.values.index(v) for a, v in zip(space.axes, c[1])) for c in sub}
-        best = tuple(a.values.index(v) for a, v in zip(space.axes, vals))
-        settled = all(c in tried for c in space.neighbours(best))
-        rows.append({"N": n, **dict(zip(names, vals)), "loss": mean, "m": m,
-                     "settled": settled, "runs": sum(c[3] for c in sub)})
-    return SizePoints(pl.DataFrame(rows, schema=schema), within_ss, within_dof)
+        return SizePoints(pl.DataFrame(schema=_schema(names)), pl.DataFrame(schema=rows_schema),
+                          0.0, 0)
+    # a run's seed label is its replicate: the rows of a size are in replicate order, the
+    # order the report's rows have when the spec's seeds are 0, 1, ... (the mean's sum order)
+    frame = done.select(pl.col("N").cast(pl.Float64), *[pl.col(n).cast(pl.Float64) for n in names],
+                        pl.col("loss").cast(pl.Float64),
+                        *([pl.col("replicate").alias("seed")] if "replicate" in done.columns else []),
+                        *([pl.col("flops")] if "flops" in done.columns else []))
+    rows, best = cells.best_cells(frame, ["N", *names])
+    scatter = (frame.group_by("N", *names)
+               .agg(((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
+                    (pl.len() - 1).alias("dof")))
+    tried: dict[float, set] = {}
+    for n, *vals in frame.select("N", *names).unique().iter_rows():
+        tried.setdefault(n, set()).add(tuple(a.values.index(v) for a, v in zip(space.axes, vals)))
+    runs_at = dict(frame.group_by("N").len().iter_rows())
+    most = dict(scatter.group_by("N").agg((pl.col("dof").max() + 1).alias("m")).iter_rows())
+    out = []
+    for r in best.iter_rows(named=True):
+        cell = tuple(a.values.index(r[a.name]) for a in space.axes)
+        behind = int(most[r["N"]] - r["seeds"])
+        settled = behind == 0 and all(c in tried[r["N"]] for c in space.neighbours(cell))
+        out.append({"N": r["N"], **{n: r[n] for n in names}, "loss": r["mean"], "m": r["seeds"],
+                    "behind": behind, "settled": settled, "runs": runs_at[r["N"]]})
+    return SizePoints(pl.DataFrame(out, schema=_schema(names)), rows,
+                      float(scatter["ss"].sum()), int(scatter["dof"].sum()))
 
 
 @dataclass(frozen=True)
 class TargetFit:
-    """E of the settled sizes' law with its t-interval (module docstring)."""
+    """E of the settled sizes as the report gives it (module docstring)."""
 
     n_sizes: int
-    theta: tuple[float, float, float] | None
-    """(A, B, E), or None with fewer than MIN_SIZES settled sizes."""
-    cov: np.ndarray | None
-    """(3, 3) Cov of (A, B, E), or None."""
-    s2: float
-    dof: int
+    asymptote: RecipeAsymptote | None
+    """``recipe_asymptote`` of the settled points; None with fewer than MIN_SIZES of them."""
     level: float
 
     @property
+    def why_not(self) -> str | None:
+        """Why E is not written (the report's reason), or None."""
+        if self.asymptote is None:
+            return f"{self.n_sizes} settled sizes, need >= {MIN_SIZES}"
+        return self.asymptote.why_not
+
+    @property
+    def identified(self) -> bool:
+        return self.why_not is None
+
+    @property
     def E(self) -> float:
-        return math.nan if self.theta is None else self.theta[2]
+        """The asymptote, nan where the report writes none."""
+        return self.asymptote.E if self.identified else math.nan
 
     @property
-    def half_width(self) -> float:
-        if self.cov is None or self.dof < 1 or not np.isfinite(self.cov[2, 2]):
+    def theta(self) -> tuple[float, float, float] | None:
+        """(A, B, E) of the fit (identified or not), or None without one."""
+        fit = None if self.asymptote is None else self.asymptote.fit
+        return None if fit is None else (fit.A, fit.B, fit.C)
+
+    @property
+    def var(self) -> float:
+        """Cov_EE of the fit (inf where E is not written)."""
+        if not self.identified:
             return math.inf
-        return float(stats.t.ppf(0.5 + self.level / 2, self.dof) * math.sqrt(max(self.cov[2, 2], 0.0)))
+        return self.asymptote.fit.se["C"] ** 2
 
     @property
-    def width(self) -> float:
-        """2 t sqrt(Cov_EE); inf without an interval."""
-        return 2.0 * self.half_width
+    def dof(self) -> int:
+        """Residual degrees of freedom of the interval, n - 3 (0 without a written E)."""
+        return self.asymptote.fit.dof if self.identified else 0
 
     @property
     def ci(self) -> tuple[float, float]:
-        h = self.half_width
-        return (self.E - h, self.E + h)
+        """The report's interval (nan, nan where E is not written)."""
+        if not self.identified:
+            return (math.nan, math.nan)
+        return (self.asymptote.lo, self.asymptote.hi)
+
+    @property
+    def half_width(self) -> float:
+        lo, hi = self.ci
+        return (hi - lo) / 2 if self.identified else math.inf
+
+    @property
+    def width(self) -> float:
+        """2 t sqrt(Cov_EE); inf where E is not written."""
+        return 2.0 * self.half_width
 
 
 def fit_target(points: SizePoints, level: float = 0.95) -> TargetFit:
-    """The law on the settled sizes and its interval on E (module docstring)."""
-    s = points.settled
-    n = s.height
+    """``recipe_asymptote`` on the settled sizes (module docstring)."""
+    n = points.settled.height
     if n < MIN_SIZES:
-        return TargetFit(n, None, None, math.nan, 0, level)
-    x, y, m = s["N"].to_numpy() / SCALE, s["loss"].to_numpy(), s["m"].to_numpy().astype(float)
-    A, B, E = fit_points(x, y, m)
-    J = jacobian(A, B, x)  # (n, 3)
-    resid = y - (A * x**-B + E)
-    dof = (n - 3) + points.within_dof
-    s2 = (float(np.sum(m * resid**2)) + points.within_ss) / dof
-    info = J.T @ (m[:, None] * J)  # (3, 3)
-    try:
-        cov = s2 * np.linalg.inv(info)
-    except np.linalg.LinAlgError:
-        cov = np.full((3, 3), np.inf)
-    return TargetFit(n, (A, B, E), cov, s2, dof, level)
+        return TargetFit(n, None, level)
+    return TargetFit(n, recipe_asymptote(points.settled_points(), level), level)
 
 
 def evaluate(done: pl.DataFrame, space: CandidateSpace, level: float = 0.95) -> TargetFit:
@@ -158,10 +188,10 @@ def evaluate(done: pl.DataFrame, space: CandidateSpace, level: float = 0.95) -> 
 
 
 def estimate(fit: TargetFit) -> Estimate:
-    """The fit's E as an ``objective.Estimate`` (no interval: var inf)."""
-    if fit.theta is None or fit.cov is None or not np.isfinite(fit.cov[2, 2]) or fit.dof < 1:
-        return NO_ESTIMATE
-    return Estimate(fit.E, float(fit.cov[2, 2]), float(fit.dof), fit.n_sizes)
+    """The fit's E as a ``targets.Estimate``: E, Cov_EE, n - 3, or why there is none."""
+    if not fit.identified:
+        return Estimate(math.nan, math.inf, 0.0, fit.n_sizes, why=fit.why_not)
+    return Estimate(fit.E, fit.var, float(fit.dof), fit.n_sizes)
 
 
 def settled_sizes(fits: dict[str, TargetFit]) -> int:
@@ -181,7 +211,8 @@ def judge(target: Target, done: pl.DataFrame, cache: dict | None = None
         if cache is None:
             fits[name] = fit_target(points, target.level)
             continue
-        sig = (name, tuple(points.settled.rows()), points.within_ss, points.within_dof)
+        p = points.settled_points() if points.settled.height else None
+        sig = (name, None if p is None else tuple(map(np.ndarray.tobytes, (p.x, p.y, p.m))))
         if sig not in cache:
             cache[sig] = fit_target(points, target.level)
         fits[name] = cache[sig]

@@ -25,21 +25,11 @@ Targets (``Estimate``: E, Var E, dof of one recipe; t quantiles at ``level``):
   and scores runs by the drop of that pair's CI width; runs of other recipes gain 0 for
   that round. Two recipes with truly equal E are never decided: the loop then stops at
   the budget or the target width, as it should.
-- ``Multiplier(recipe, data)``: Kim et al.'s data-efficiency multiplier of the recipe's
-  asymptote: how many times more unique tokens the reference recipe would need to reach
-  E. With the reference recipe's data law L(U) = A_U / U^B_U + C_U (``DataLaw``, fitted by
-  ``analysis.recipes.infinite_compute`` on the data block) inverted, D_eff(L) = (A_U/(L - C_U))^(1/B_U),
-  and L_ref the reference recipe's best loss at the base budget (its "1x"),
+- ``Multiplier(recipe, ...)``: Kim et al.'s data-efficiency multiplier of the recipe's E,
+  in its own module (multiplier.py): the report's law choice and bootstrap interval.
 
-      log m = (ln(L_ref - C_U) - ln(E - C_U)) / B_U,
-
-  with gradient d log m / dE = -1 / (B_U (E - C_U)), d/dA_U = 0,
-  d/dB_U = -log m / B_U, d/dC_U = (1/(E - C_U) - 1/(L_ref - C_U)) / B_U. Its variance adds
-  the study's part, (d/dE)^2 Var E, and the data fit's, g' Cov_U g, which no run of the
-  study can shrink: the multiplier's width has a floor the planner reports. The interval is
-  exp(log m +- t sqrt(Var)) (computed on the log scale, where the delta method is closer
-  to symmetric). E at or below C_U is beyond the reference recipe's reach at any U (m =
-  inf, no interval); the planner then narrows E itself until it is not.
+A recipe whose E the report does not write (``Estimate.why``: too few sizes, not
+identified) gives no value and no interval here either: the summary's note is the reason.
 """
 
 from __future__ import annotations
@@ -57,8 +47,8 @@ from analysis.recipes.kim_law import MIN_SIZES
 from analysis.adaptive.space import CandidateSpace
 from analysis.errors import AnalysisInputError
 
-__all__ = ["Asymptote", "DataLaw", "Estimate", "Multiplier", "Ranking", "Summary", "Target",
-           "satterthwaite", "t_width"]
+__all__ = ["NO_ESTIMATE", "Asymptote", "Estimate", "Ranking", "Summary", "Target", "satterthwaite",
+           "t_width"]
 
 
 @dataclass(frozen=True)
@@ -70,10 +60,13 @@ class Estimate:
     dof: float
     sizes: int = 0
     """Sizes in the fit (a ranking is decided only on ``Ranking.min_sizes`` or more)."""
+    why: str | None = None
+    """Why the report writes no E for this recipe (``recipe_asymptote.why_not``), or None."""
 
     @property
     def finite(self) -> bool:
-        return math.isfinite(self.E) and math.isfinite(self.var) and self.dof >= 1
+        return (self.why is None and math.isfinite(self.E) and math.isfinite(self.var)
+                and self.dof >= 1)
 
 
 NO_ESTIMATE = Estimate(math.nan, math.inf, 0.0)
@@ -159,7 +152,7 @@ class Asymptote(Target):
     def summary(self, est: Mapping[str, Estimate]) -> Summary:
         e = est[self.recipe]
         if not e.finite:
-            return Summary(self.name, e.E, math.nan, math.nan, math.inf)
+            return Summary(self.name, math.nan, math.nan, math.nan, math.inf, note=e.why or "")
         w = t_width(e.var, e.dof, self.level)
         return Summary(self.name, e.E, e.E - w / 2, e.E + w / 2, w)
 
@@ -208,9 +201,10 @@ class Ranking(Target):
 
     def summary(self, est: Mapping[str, Estimate]) -> Summary:
         if not all(est[r].finite for r in self.spaces):
-            missing = [r for r in self.spaces if not est[r].finite]
+            missing = [f"{r} ({est[r].why})" if est[r].why else r
+                       for r in self.spaces if not est[r].finite]
             return Summary(self.name, math.nan, math.nan, math.nan, math.inf,
-                           note=f"no interval on E yet: {', '.join(missing)}")
+                           note=f"no interval on E: {'; '.join(missing)}")
         pairs = self._pairs(est)
         halves = [t_width(v, dof, self.level) / 2 for _, _, _, v, dof in pairs]
         decided = (all(d - h > 0 for (_, _, d, _, _), h in zip(pairs, halves))
@@ -230,82 +224,3 @@ class Ranking(Target):
             return t_width(var, dof, self.level, studentized)
 
         return width
-
-
-@dataclass(frozen=True)
-class DataLaw:
-    """The reference recipe's data law L(U) = A/U^B + C (U in the fit's own units) with
-    its (3, 3) covariance of (A, B, C) and degrees of freedom, and L_ref, its best loss at
-    the base budget (the multiplier's 1x)."""
-
-    A: float
-    B: float
-    C: float
-    cov: np.ndarray
-    dof: float
-    L_ref: float
-
-    def log_multiplier(self, E: float) -> float:
-        if not (E > self.C and self.L_ref > self.C and self.B > 0):
-            return math.inf
-        return (math.log(self.L_ref - self.C) - math.log(E - self.C)) / self.B
-
-    def parts(self, E: float) -> tuple[float, float]:
-        """(d log m / dE, Var of log m from the data fit alone) at E (module docstring)."""
-        lm = self.log_multiplier(E)
-        g_e = -1.0 / (self.B * (E - self.C))
-        g = np.array([0.0, -lm / self.B, (1.0 / (E - self.C) - 1.0 / (self.L_ref - self.C)) / self.B])
-        return g_e, float(g @ np.asarray(self.cov, dtype=float) @ g)
-
-
-@dataclass(frozen=True)
-class Multiplier(Target):
-    """The data multiplier of one recipe's E against the reference data law (module docstring)."""
-
-    recipe: str
-    space: CandidateSpace
-    data: DataLaw
-    level: float = 0.95
-    name: str = field(default="")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "name", self.name or f"{self.recipe}.multiplier")
-
-    @property
-    def recipes(self) -> Mapping[str, CandidateSpace]:
-        return {self.recipe: self.space}
-
-    def _log(self, e: Estimate, studentized: bool = True) -> tuple[float, float]:
-        """(log m, CI width of log m) for the estimate e (inf when E <= C_U)."""
-        lm = self.data.log_multiplier(e.E)
-        if not math.isfinite(lm) or not math.isfinite(e.var):
-            return lm, math.inf
-        g_e, data_var = self.data.parts(e.E)
-        study = g_e * g_e * e.var
-        dof = satterthwaite([(study, e.dof), (data_var, self.data.dof)])
-        return lm, t_width(study + data_var, dof, self.level, studentized)
-
-    def floor(self, E: float) -> float:
-        """A lower bound on log m's CI width that no run of the study can beat: the data
-        fit's share alone with a normal quantile, 2 z sqrt(g' Cov_U g) (t_nu >= z and the
-        study's share is >= 0)."""
-        if not math.isfinite(self.data.log_multiplier(E)):
-            return math.inf
-        return t_width(self.data.parts(E)[1], math.inf, self.level, studentized=False)
-
-    def summary(self, est: Mapping[str, Estimate]) -> Summary:
-        e = est[self.recipe]
-        if not e.finite:
-            return Summary(self.name, math.nan, math.nan, math.nan, math.inf,
-                           note=f"no interval on E_{self.recipe} yet")
-        lm, w = self._log(e)
-        if not math.isfinite(lm):
-            return Summary(self.name, math.inf, math.nan, math.nan, math.inf,
-                           note=f"E = {e.E:.4g} is at or below the data law's C = {self.data.C:.4g}")
-        return Summary(self.name, math.exp(lm), math.exp(lm - w / 2), math.exp(lm + w / 2), w,
-                       note=f"the data law alone keeps it >= {self.floor(e.E):.3f}")
-
-    def objective(self, est: Mapping[str, Estimate], studentized: bool = True) -> Objective:
-        if not math.isfinite(self.data.log_multiplier(est[self.recipe].E)):  # narrow E first
-            return lambda x: t_width(x[self.recipe].var, x[self.recipe].dof, self.level, studentized)
-        return lambda x: self._log(x[self.recipe], studentized)[1]

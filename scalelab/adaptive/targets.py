@@ -17,10 +17,17 @@ Targets:
 - ``NAME.E`` (default ``regularized.E``): the recipe's asymptote E;
 - ``ranking``: the order of every recipe by E (decided when each adjacent pair's CI
   excludes 0);
-- ``multiplier`` or ``NAME.multiplier``: the data multiplier of the recipe's E (default
-  regularized) against the reference recipe's data law L(U), fitted on the sweep's own runs
-  by ``analysis.recipes.infinite_compute`` (the ``data`` block at several U); without an identified
-  data law there is no multiplier target (a one-line error says why).
+- ``multiplier`` or ``NAME.multiplier``: Kim et al.'s data multiplier of the recipe's E
+  (default regularized) against the reference recipe's data law L(U), exactly as
+  ``scalelab report`` reads it from the sweep's own runs (``analysis.recipes.
+  infinite_compute.analyze``: the reference's best loss per budget U, the law
+  ``data_multiplier.choose_data_law`` keeps, L_ref its best loss at the base budget) and
+  values it (``data_multiplier.data_multiplier``, ``analysis.adaptive.multiplier``); without
+  a data law (fewer than 3 budgets U) there is no multiplier target (a one-line error says
+  why), and a multiplier the report refuses is one line with its reason.
+
+E of any recipe is the report's (``analysis.adaptive.target_fits``): its value and interval,
+or "not identified" with the report's reason and no number.
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from analysis.adaptive import CandidateSpace, TargetFit
+from analysis.adaptive.multiplier import Multiplier
+from analysis.adaptive.targets import Asymptote, Ranking, Summary, Target
+from analysis.recipes.data_multiplier import DataLaw
 from analysis.recipes.kim_law import MIN_SIZES
-from analysis.adaptive.targets import Asymptote, DataLaw, Multiplier, Ranking, Summary, Target
 from scalelab.adaptive.study import Study
 from scalelab.errors import UserError, did_you_mean
 
@@ -106,15 +115,20 @@ def build_target(study: Study, name: str, *, filters: Mapping[str, Mapping[str, 
                             "NAME=axis=v1|v2", key="--target")
         return Ranking(spaces, level)
     recipe, _, what = name.rpartition(".") if "." in name else (REGULARIZED, "", name)
+    recipe = recipe if recipe in spaces else next(iter(spaces))  # "multiplier" on a standard-only grid
     if what == "E":
         return Asymptote(recipe, spaces[recipe], level)
-    return Multiplier(recipe, spaces[recipe], _data_law(runs), level)
+    law, L_ref = _data_law(runs)
+    return Multiplier(recipe, spaces[recipe], law, L_ref, level)
 
 
-def _data_law(runs: pl.DataFrame | None) -> DataLaw:
-    """The reference recipe's data law from the sweep's runs (``analysis.recipes.infinite_compute``)."""
+def _data_law(runs: pl.DataFrame | None) -> tuple[DataLaw, float]:
+    """The report's data law of the reference recipe and its L_ref (``infinite_compute.
+    analyze``), or a one-line UserError saying why there is none."""
     from analysis.errors import AnalysisInputError
-    from analysis.recipes.infinite_compute import analyze, unidentified
+    from analysis.recipes.data_multiplier import choose_data_law
+    from analysis.recipes.infinite_compute import analyze
+    from analysis.recipes.kim_law import SCALE
 
     if runs is None or runs.height == 0:
         raise UserError("multiplier: the sweep has no runs yet to fit the reference recipe's "
@@ -123,23 +137,32 @@ def _data_law(runs: pl.DataFrame | None) -> DataLaw:
         ra = analyze(runs)
     except AnalysisInputError as err:
         raise UserError(f"multiplier: {err}", key="--target") from None
-    fit = ra.data_fit
-    why = "no data-scaling fit" if fit is None else unidentified(fit)
-    if why is None and not fit.has_ci:
-        why = f"{fit.x.size} budgets U, no interval"
-    if why:
-        raise UserError(f"multiplier: the {ra.reference} recipe's data law L(U) is not usable "
-                        f"({why}); run its data block at >= 4 budgets U", key="--target")
-    return DataLaw(fit.A, fit.B, fit.C, fit.cov, float(fit.dof), float(ra.ref_loss))
+    if ra.data_law is None:  # the report's reason: choose_data_law refused the points
+        pts = ra.data_points
+        try:
+            choose_data_law(pts["U"].to_numpy() / SCALE, pts["loss"].to_numpy())
+            why = "no data law"
+        except AnalysisInputError as err:
+            why = str(err)
+        raise UserError(f"multiplier: the {ra.reference} recipe has no data law L(U) ({why}); "
+                        f"run its data block at >= 3 budgets U", key="--target")
+    if not math.isfinite(ra.ref_loss):
+        raise UserError(f"multiplier: the {ra.reference} recipe has no loss at the base budget "
+                        f"U0 = {ra.U0:,.0f} (its 1x)", key="--target")
+    return ra.data_law, float(ra.ref_loss)
 
 
 def summary_text(summary: Summary, fits: Mapping[str, TargetFit]) -> str:
-    """One line: the target's value and CI, or why there is none yet."""
+    """One line: the target's value and CI, or why there is none (the report's reason)."""
     sizes = ", ".join(f"{r} {f.n_sizes}" for r, f in fits.items())
     if not math.isfinite(summary.width):
-        why = f"; {summary.note}" if summary.note else ""
-        return (f"{summary.name} has no interval yet (settled sizes: {sizes}; {MIN_SIZES} needed per "
-                f"recipe{why})")
+        if any(f.n_sizes < MIN_SIZES for f in fits.values()):
+            why = f"; {summary.note}" if summary.note else ""
+            return (f"{summary.name} has no interval yet (settled sizes: {sizes}; {MIN_SIZES} "
+                    f"needed per recipe{why})")
+        if summary.name.endswith(".E"):  # the report's words: "not identified: ..."
+            return f"{summary.name} {summary.note} (settled sizes: {sizes})"
+        return f"{summary.name}: none ({summary.note}); settled sizes: {sizes}"
     pct = f"{100 * next(iter(fits.values())).level:g}%"
     if summary.order:  # a ranking
         state = "decided" if summary.decided else "not decided"

@@ -15,6 +15,12 @@ tuned grid's best cell per size; ``NAME.E`` of another recipe; ``ranking``, the 
 recipes by E; ``multiplier``, the data multiplier of E against the reference recipe's data
 law. Recipes are slices of the grid: Kim's standard (weight decay 0.1) and regularized (the
 whole grid) by default, or ``--recipe NAME=axis=v1|v2``.
+
+The line printed is ``scalelab report``'s story (``analysis.adaptive.target_fits``): per size
+the best cell by its mean over seeds, E and its interval by ``recipe_asymptote`` on the
+settled sizes (on a complete grid, every size: the report's points), or "not identified"
+with the report's reason and no number; the multiplier is the report's data law and
+bootstrap interval (``analysis.adaptive.multiplier``).
 """
 
 from __future__ import annotations

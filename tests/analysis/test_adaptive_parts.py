@@ -68,29 +68,42 @@ def _done(rows) -> pl.DataFrame:
     return frame.with_columns(pl.Series("key", keys), pl.lit(1.0).alias("flops"))
 
 
-def test_size_points_choose_on_the_first_replicate_and_settle_on_neighbours():
-    """The best cell is the lowest replicate-0 loss (later seeds only refine its value);
-    a size is settled once every in-grid neighbour of that cell has a run."""
+def test_size_points_choose_on_the_mean_over_seeds_and_settle_on_neighbours():
+    """The best cell is the lowest mean loss over its seeds (the report's rule,
+    analysis.recipes.cells), not the lowest replicate 0; a size is settled once every
+    in-grid neighbour of that cell has a run."""
     n = 1e4
     rows = [(n, 64, 1, 0, 2.10), (n, 64, 1, 1, 2.20), (n, 64, 1, 2, 2.18),  # mean 2.16
             (n, 32, 1, 0, 2.15), (n, 128, 1, 0, 2.30), (n, 64, 0.3, 0, 2.40)]
     p = size_points(_done(rows), SPACE)
     row = p.frame.row(0, named=True)
-    assert (row["epochs"], row["wd"], row["m"]) == (64, 1, 3)
-    assert row["loss"] == pytest.approx(2.16)
-    assert not row["settled"]  # (64, 3) not run yet
+    assert (row["epochs"], row["wd"], row["m"]) == (32, 1, 1)  # 2.15 < 2.16
+    assert row["loss"] == pytest.approx(2.15)
+    assert not row["settled"]  # (32, 3) not run yet
     assert p.within_dof == 2 and p.within_ss == pytest.approx(0.0056)
-    p2 = size_points(_done(rows + [(n, 64, 3, 0, 2.5)]), SPACE)
-    assert p2.frame["settled"].to_list() == [True]
+    p2 = size_points(_done(rows + [(n, 64, 1, 3, 2.00)]), SPACE)  # mean 2.12 now
+    row = p2.frame.row(0, named=True)
+    assert (row["epochs"], row["wd"], row["m"]) == (64, 1, 4) and row["loss"] == pytest.approx(2.12)
+    assert p2.frame["settled"].to_list() == [False]  # (64, 3) not run yet
+    p3 = size_points(_done(rows + [(n, 64, 1, 3, 2.00), (n, 64, 3, 0, 2.5)]), SPACE)
+    assert p3.frame["settled"].to_list() == [True]
 
 
-def test_target_needs_four_settled_sizes_and_recovers_a_law():
+def test_target_needs_five_settled_sizes_and_gives_the_reports_interval():
+    """Fewer than MIN_SIZES settled sizes: no interval. Otherwise E and its interval are
+    recipe_asymptote's on the settled points (n - 3 residual dof; the replicate scatter
+    never enters), and they hold the truth."""
+    from analysis.recipes.recipe_asymptote import recipe_asymptote
+
     tr = SyntheticTrainer(seed=1, noise_sd=0.002)
     t = tr.train(SPACE.table(tr.flops).filter(pl.col("replicate") < 2))
     few = t.filter(pl.col("N") <= 1.5e4)
     assert math.isinf(fit_target(size_points(few, SPACE)).width)
-    fit = fit_target(size_points(t, SPACE))
-    assert fit.n_sizes == 8 and fit.dof == 5 + 128  # law residuals + replicate pairs
+    points = size_points(t, SPACE)
+    fit = fit_target(points)
+    report = recipe_asymptote(points.settled_points())
+    assert fit.n_sizes == 8 and fit.dof == 5  # law residuals only
+    assert fit.ci == (report.lo, report.hi) and fit.E == report.E
     lo, hi = fit.ci
     assert lo <= tr.truth <= hi and fit.width < 0.05
 
@@ -101,7 +114,7 @@ def test_sherman_morrison_update_matches_the_direct_inverse():
     tr = SyntheticTrainer(seed=2)
     t = tr.train(SPACE.table(tr.flops).filter(pl.col("replicate") == 0))
     post = planning_posterior(size_points(t, SPACE))
-    design = Design(np.array([5.6e-3, 1.5e-2, 4.1e-2, 0.132]), np.array([1.0, 2.0, 1.0, 1.0]), 1)
+    design = Design(np.array([5.6e-3, 1.5e-2, 4.1e-2, 0.132]), np.array([1.0, 2.0, 1.0, 1.0]))
     V = post.cov(design)
     for x, w in ((0.271, 1.0), (0.041, 1.0), (0.01, 3.0)):
         direct = post.cov(design.add(x, w))[2, 2]

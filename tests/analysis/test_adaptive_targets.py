@@ -17,16 +17,11 @@ import pytest
 
 from analysis.adaptive import Axis, CandidateSpace, SyntheticTrainer, run_adaptive, seed_design
 from analysis.adaptive.benchmark import decision_study, summarise_decisions
-from analysis.adaptive.targets import (
-    Asymptote,
-    DataLaw,
-    Estimate,
-    Multiplier,
-    Ranking,
-    satterthwaite,
-)
+from analysis.adaptive.multiplier import Multiplier
+from analysis.adaptive.targets import Asymptote, Estimate, Ranking, satterthwaite
 from analysis.adaptive.planner import plan_next
 from analysis.adaptive.trainer import RecipeTrainer
+from analysis.recipes.data_multiplier import choose_data_law, data_multiplier
 
 SIZES = (5.6e3, 1e4, 1.5e4, 2.6e4, 4.1e4, 8e4, 1.32e5, 2.71e5)
 EPOCHS = (32.0, 64.0, 128.0, 256.0)
@@ -78,21 +73,52 @@ def test_ranking_summary_decides_only_when_every_adjacent_ci_excludes_zero():
     assert not r.summary(few).decided
 
 
+U = np.array([0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0])  # unique tokens / 1e6
+DATA = (0.8, 0.35, 1.6)  # the reference's data law A / U^B + C
+L_REF = 2.4
+
+
+def data_law(noise: float, seed: int = 0):
+    """The report's choice of data law on the reference's losses at U (``choose_data_law``)."""
+    A, B, C = DATA
+    rng = np.random.default_rng(seed)
+    return choose_data_law(U, A * U**-B + C + noise * rng.standard_normal(U.size))
+
+
 def test_multiplier_gradient_matches_finite_differences():
-    data = DataLaw(A=0.5, B=0.3, C=1.7, cov=np.diag([1e-4, 4e-4, 1e-4]), dof=5.0, L_ref=2.3)
-    E = 1.95
-    g_e, _ = data.parts(E)
-    h = 1e-6
-    fd = (data.log_multiplier(E + h) - data.log_multiplier(E - h)) / (2 * h)
+    law = data_law(0.005)
+    assert law.floor  # the F test keeps C on these points
+    target = Multiplier("x", SPACE, law, L_REF)
+    E, h = 1.95, 1e-6
+    g_e, data_var = target.parts(E)
+    fd = (target._log_m(E + h) - target._log_m(E - h)) / (2 * h)
     assert g_e == pytest.approx(fd, rel=1e-6)
-    # the data part: g' Cov g with g from finite differences in (B, C)
+    # the data part: g' Cov g with g from finite differences in (A, B, C)
+    fit = law.fit
+
     def lm(B, C):
-        return DataLaw(0.5, B, C, data.cov, 5.0, 2.3).log_multiplier(E)
-    gB = (lm(0.3 + h, 1.7) - lm(0.3 - h, 1.7)) / (2 * h)
-    gC = (lm(0.3, 1.7 + h) - lm(0.3, 1.7 - h)) / (2 * h)
-    assert data.parts(E)[1] == pytest.approx(gB**2 * 4e-4 + gC**2 * 1e-4, rel=1e-6)
+        return (math.log(L_REF - C) - math.log(E - C)) / B
+    g = np.array([0.0, (lm(fit.B + h, fit.E) - lm(fit.B - h, fit.E)) / (2 * h),
+                  (lm(fit.B, fit.E + h) - lm(fit.B, fit.E - h)) / (2 * h)])
+    assert data_var == pytest.approx(float(g @ fit.cov @ g), rel=1e-6)
     # E at or below C: beyond the reference recipe's reach, no multiplier
-    assert math.isinf(data.log_multiplier(1.69))
+    assert math.isinf(target._log_m(law.C - 0.01))
+
+
+def test_multiplier_summary_is_the_reports_multiplier():
+    """The value and CI are data_multiplier's (the report's call: its bootstrap, its seed)
+    for the recipe's E and standard error; a refused one is its reason, no number."""
+    law = data_law(0.005)
+    target = Multiplier("x", SPACE, law, L_REF)
+    s = target.summary({"x": Estimate(1.95, 1e-4, 5, 8)})
+    m = data_multiplier(law, 1.95, 1e-2, L_REF)
+    assert m.identified and (s.value, s.lo, s.hi) == (m.value, m.lo, m.hi)
+    assert s.width == pytest.approx(math.log(m.hi / m.lo), rel=1e-12)
+    below = target.summary({"x": Estimate(law.C - 0.01, 1e-4, 5, 8)})
+    assert math.isnan(below.value) and math.isinf(below.width)
+    assert below.note == data_multiplier(law, law.C - 0.01, 1e-2, L_REF).why
+    none = target.summary({"x": Estimate(math.nan, math.inf, 0, 8, why="not identified: x")})
+    assert math.isnan(none.value) and none.note == "E_x: not identified: x"
 
 
 def test_a_one_recipe_target_plans_as_the_single_e_planner():
@@ -107,8 +133,9 @@ def test_a_one_recipe_target_plans_as_the_single_e_planner():
     assert a.chosen["key"].to_list() == b.chosen["key"].to_list()
     assert a.width == b.width
     # a multiplier with an exact data law (cov 0) is a monotone function of E: same runs
-    exact = DataLaw(1.0, 0.3, 1.5, np.zeros((3, 3)), 10.0, 2.5)
-    c = plan_next(space, done, pending, batch=6, target=Multiplier("x", space, exact))
+    exact = data_law(0.0)
+    assert np.all(np.abs(exact.fit.cov) < 1e-25)  # exact points: s^2 ~ 0
+    c = plan_next(space, done, pending, batch=6, target=Multiplier("x", space, exact, L_REF))
     assert set(c.chosen["key"].to_list()) == set(a.chosen["key"].to_list())
 
 
@@ -127,24 +154,21 @@ def test_ranking_designs_on_synthetic_recipes():
 
 
 def test_multiplier_target_reaches_its_width_and_covers_the_truth():
-    """The multiplier of E (truth 1.95) against a data law known up to its covariance: per
-    seed the data law's estimate is drawn from N(truth, cov), the study's E is fitted by the
-    adaptive loop until the multiplier's log-width is 0.7 (the data law alone floors it at
-    0.29). The interval combines both (delta method, Satterthwaite dof) and covers the true
-    multiplier (10.6x) in >= 10 of 12 seeds (measured: 11)."""
-    true = DataLaw(A=0.8, B=0.35, C=1.6, cov=np.diag([0.0, 1e-4, 4e-5]), dof=6.0, L_ref=2.4)
-    truth = math.exp(true.log_multiplier(1.95))
+    """The multiplier of E (truth 1.95) against a data law fitted per seed to the
+    reference's losses at 7 budgets U (truth A, B, C = 0.8, 0.35, 1.6; noise 0.005), as the
+    report chooses and values it: the adaptive loop runs until the bootstrap CI's
+    log-width is <= 0.7. The interval covers the true multiplier (10.6x) in >= 10 of 12
+    seeds."""
+    A, B, C = DATA
+    truth = ((L_REF - C) / (1.95 - C)) ** (1 / B)
     covered, widths = 0, []
     for seed in range(12):
-        rng = np.random.default_rng(seed)
-        A, B, C = rng.multivariate_normal([true.A, true.B, true.C], true.cov)
-        data = DataLaw(A, B, C, true.cov, true.dof, true.L_ref)
+        law = data_law(0.005, seed)
         tr = SyntheticTrainer(seed=seed)
-        target = Multiplier("grid", SPACE, data)
+        target = Multiplier("grid", SPACE, law, L_REF)
         B_all = float(SPACE.table(tr.flops).filter(pl.col("replicate") == 0)["flops"].sum())
         res = run_adaptive(tr, SPACE, seed_design(SPACE, tr.flops), B_all, 0.7, target=target)
         s = res.summary
-        assert s.width >= target.floor(res.fit.E) - 1e-12  # the data law's share is a floor
         if math.isfinite(s.width):
             widths.append(s.width)
             covered += s.lo <= truth <= s.hi
