@@ -106,7 +106,12 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
             drawn.append("dashed: asymptote C with its CI band; ringed: held out")
         if dotted:
             drawn.append("dotted: an overfitting recipe's best - 2 sigma")
-        title = f"Recipes at U = {res.U0:,.0f} unique tokens\n({'; '.join(drawn)})"
+        key = "\n".join(f"{d};" if i < len(drawn) - 1 else d for i, d in enumerate(drawn))
+        title = f"Recipes at U = {res.U0:,.0f} unique tokens"
+        # the key goes under the axes, one item per line: a one-line key as wide as the
+        # figure squeezed the axes to a third of it
+        ax.text(0.0, -0.16, key, transform=ax.transAxes, ha="left", va="top", fontsize=8,
+                color="0.3")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     legend_outside(ax)
