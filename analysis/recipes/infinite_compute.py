@@ -311,8 +311,15 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     if ens.height:
         kmax = ens.filter(pl.col("K") == ens["K"].max())
         cand.append((f"ensemble K={int(kmax['K'][0])}, best observed", float(kmax["loss"].min()), 0.0))
-    for row in students.iter_rows(named=True):
-        cand.append((f"{row['block']} student", float(row["loss"]), 0.0))
+    if students.height:  # one row per student config (block, N): the mean over its seeds
+        means = students.group_by("block", "N", maintain_order=True).agg(
+            pl.col("loss").mean(), pl.len().alias("seeds"))
+        sizes = means.group_by("block").len()
+        several = set(sizes.filter(pl.col("len") > 1)["block"].to_list())
+        for row in means.iter_rows(named=True):
+            at = f" N={row['N']:,.0f}" if row["block"] in several else ""
+            seeds = f" (mean of {row['seeds']} seeds)" if row["seeds"] > 1 else ""
+            cand.append((f"{row['block']} student{at}{seeds}", float(row["loss"]), 0.0))
     for name, fit in fits.items():
         if fit is not None and reportable(fit) is None:
             cand.append((f"{name} asymptote", fit.C, fit.se["C"]))

@@ -15,11 +15,11 @@ from scalelab.sweep.spec.load import load_spec
 
 DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
 
-MAX_COST = 3.2e13
+MAX_COST = 3.05e13
 """steps x STEP_OVERHEAD_FLOPS + FLOPs summed over the runs. The 10-minute design costs
-2.97e13 (17,792 steps, 10.1 TFLOPs); the 31-run design it replaced cost 6.9e13 (34,688
-steps, 34 TFLOPs) and took 22 min at 54k tokens/s. A bound 8% above the design: room for
-a cell, not for a size."""
+2.82e13 (17 runs, 16,768 steps, 9.7 TFLOPs); the 31-run design it replaced cost 6.9e13
+(34,688 steps, 34 TFLOPs) and took 22 min at 54k tokens/s. A bound 8% above the design:
+room for a cell, not for a size."""
 
 
 def test_demo_plan_fits_its_budget_and_holds_the_answer():
@@ -32,7 +32,7 @@ def test_demo_plan_fits_its_budget_and_holds_the_answer():
     assert tuned["N"].n_unique() >= 7
     # the standard recipe (wd 0.1) past the size where it stops improving, to see it rise
     standard = tuned.filter((pl.col("optim.weight_decay") - 0.1).abs() < 1e-12)
-    assert standard["N"].n_unique() >= 5 and standard["N"].max() == tuned["N"].max()
+    assert standard["N"].n_unique() >= 4 and standard["N"].max() == tuned["N"].max()
     data = table.filter(pl.col("block") == "data")
     assert data["data.unique_tokens"].n_unique() >= 4
     assert table.filter(pl.col("block") == "ensemble").height >= 3  # K = 4 with member 0
