@@ -10,18 +10,32 @@ is {t : F_p(t) - F(theta_hat) <= threshold} with the threshold of profile_thresh
 The walk, on each side of the estimate t_hat separately, in internal space:
 
 1. a step h = sqrt(2 threshold (H^-1)_pp): the distance at which a quadratic objective
-   (Hessian H at the optimum, diagnostics.hessian) would cross the threshold; when H is
-   not positive definite, h = 5% of the box's width;
+   (Hessian H at the optimum, diagnostics.hessian) would cross the threshold. When H is
+   not positive definite (a Huber fit whose optimum sits on the kinks of its loss), (H^-1)_pp
+   means nothing and may be negative; then h = sqrt(2 threshold / H_pp), the distance with
+   the others held (never beyond the profile's own, so the walk below still brackets the
+   crossing), or 5% of the box's width when H_pp <= 0 too;
 2. grid points at 0.5, 1, 1.5, 2 h, then geometrically spaced out to the box bound, ``n``
    per side in all (evenly spaced when the bound is nearer than h / 2); each is refitted
-   (scipy L-BFGS-B over the other free coordinates, started from the previous grid
-   point's solution: a continuation along the valley). Fixed parameters stay fixed: a
-   two-stage DataConstrained fit is profiled given its stage-1 base law;
+   (scipy L-BFGS-B over the other free coordinates) from the previous grid point's
+   solution (a continuation along the valley) and from the estimate, the lower kept
+   (profile_refit.py). Fixed parameters stay fixed: a two-stage DataConstrained fit is
+   profiled given its stage-1 base law;
 3. the walk stops at the first point where the rise reaches the threshold; the crossing
-   between it and the point before is then located by Brent's method (more refits, which
-   join the curve). A side that reaches the box bound below the threshold is ``flat``:
-   its interval end is the bound itself (one-sided, or on both sides unbounded, interval).
-   A side with no room (the estimate at its bound) is flat too.
+   between it and the point before is then located by Brent's method, each refit started
+   from both ends of the bracket and from the estimate (warm starts from both sides), and
+   verified: refitted at the end, its rise must be 0.5-2x the threshold, else the bracket
+   is narrowed and Brent rerun, and an end that never passes is "not found"
+   (profile_walk.py). A side that reaches the box bound below the threshold ends at the
+   bound: "box" (one-sided, or on both sides unbounded, interval). A side with no room
+   (the estimate at its bound) is "box" too.
+
+Measured on a Huber fit with a non-positive-definite Hessian (Li et al. 2025, "(Mis)fitting
+scaling laws", arXiv 2502.18969, 261 runs; here also on Epoch's points, subsets with
+min eig H < 0): Brent refitting from the far point only, where log A had run to its bound,
+put alpha's upper end and beta's lower end on the estimate (refitted rise 0.00x the
+threshold). Both-side starts and the verification remove that; ``Profile.ends`` says for
+each end whether the profile found it, it hit the box, or it was not found.
 
 The Hessian check (diagnostics.py) sees only the curvature at the optimum. In a curved
 valley the objective does curve there, but levels off further out (Muennighoff et al.'s
@@ -37,15 +51,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy.optimize import brentq, minimize
 
-from analysis.fit.diagnostics import hessian
 from analysis.errors import AnalysisInputError
+from analysis.fit.diagnostics import hessian
+from analysis.fit.profile_refit import Refitter
 from analysis.fit.profile_threshold import Calibration, calibrate
+from analysis.fit.profile_walk import End, EndKind, walk_side
 from analysis.laws.fit_objective import Objective
 from analysis.laws.laws import Law
 
-__all__ = ["Fitted", "Profile", "profile_fit"]
+__all__ = ["EndKind", "Fitted", "Profile", "profile_fit"]
 
 
 class Fitted(Protocol):
@@ -73,22 +88,23 @@ class Fitted(Protocol):
 
 _NEAR = (0.5, 1.0, 1.5, 2.0)  # first grid points, in units of h
 _FALLBACK_STEP = 0.05  # share of the box's width when the Hessian gives no step
-_BRENT_XTOL = 1e-3  # in units of h
-_LOWER_RTOL = 1e-9  # a profile point this far below the optimum counts as lower
 
 
 @dataclass(frozen=True)
 class Profile:
-    """A parameter's profile: interval, curve and flat-side flags (natural values)."""
+    """A parameter's profile: interval, curve and how each end was found (natural values)."""
 
     param: str
     level: float
     estimate: float
     ci: tuple[float, float]
-    """(lower, upper) end; on a flat side, the box bound."""
-    flat_lower: bool
-    """The objective rises less than the threshold all the way down to the lower bound."""
-    flat_upper: bool
+    """(lower, upper) end; the box bound for a "box" end, nan for a "not found" one."""
+    ends: tuple[EndKind, EndKind]
+    """(lower, upper): "profile" (the refitted rise crosses the threshold there, verified
+    0.5-2x), "box" (the rise stays below the threshold up to the parameter's bound) or
+    "not found" (no end passed the verification: profile_walk.py)."""
+    end_rise: tuple[float, float]
+    """Refitted rise at each end over the threshold (below 1 at a "box" end)."""
     values: np.ndarray
     """Grid values of the parameter (ascending, the estimate included)."""
     rise: np.ndarray
@@ -98,105 +114,66 @@ class Profile:
     """A profile point beat the fit's objective: the fit is not at the global optimum."""
 
     @property
+    def flat_lower(self) -> bool:
+        """The objective rises less than the threshold all the way down to the lower bound."""
+        return self.ends[0] == "box"
+
+    @property
+    def flat_upper(self) -> bool:
+        return self.ends[1] == "box"
+
+    @property
     def flat(self) -> bool:
         """One side (or both) never reaches the threshold: a one-sided or unbounded CI."""
         return self.flat_lower or self.flat_upper
 
     @property
+    def found(self) -> bool:
+        """Both ends located (by the profile or at the box)."""
+        return "not found" not in self.ends
+
+    @property
     def threshold(self) -> float:
         return self.calibration.threshold
 
+    def describe(self, fmt: str = ".4g") -> str:
+        """One line: estimate and interval with each end's kind, e.g.
+        ``alpha = 0.347 (0.322 [profile], 10 [box]), 95% profile``."""
 
-class _Profiler:
-    """Refits of the other coordinates with coordinate ``k`` held at a value."""
+        def end(v: float, kind: EndKind) -> str:
+            return f"{kind}" if kind == "not found" else f"{v:{fmt}} [{kind}]"
 
-    def __init__(self, fit: Fitted, k: int):
-        self.obj, self.k, self.fit = fit.problem, k, fit
-        self.others = np.array([i for i in range(fit.z.size) if i != k], dtype=int)
-        self.bounds = list(zip(fit.lo[self.others], fit.hi[self.others]))
-
-    def full(self, t: float, u: np.ndarray) -> np.ndarray:
-        z = np.empty(self.fit.z.size)
-        z[self.k], z[self.others] = t, u
-        return z
-
-    def refit(self, t: float, u0: np.ndarray) -> tuple[float, np.ndarray]:
-        """(min over the others of F at coordinate k = t, the minimiser)."""
-        if self.others.size == 0:
-            f, _ = self.obj.value_and_grad(self.full(t, u0)[None, :], grad=False)
-            return float(f[0]), u0
-
-        def fun(u):
-            f, g = self.obj.value_and_grad(self.full(t, u)[None, :])
-            return float(f[0]), g[0, self.others]
-
-        res = minimize(
-            fun,
-            u0,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=self.bounds,
-            options={"ftol": 1e-13, "gtol": 1e-10, "maxiter": 5000, "maxls": 50},
-        )
-        return float(res.fun), res.x
+        lo, hi = (end(v, kind) for v, kind in zip(self.ci, self.ends))
+        return f"{self.param} = {self.estimate:{fmt}} ({lo}, {hi}), {self.level:.0%} profile"
 
 
 def _step(fit: Fitted, k: int, threshold: float) -> float:
-    try:
-        cov = np.linalg.inv(hessian(fit.problem, fit.z))
-        h = float(np.sqrt(2.0 * threshold * cov[k, k]))
-    except np.linalg.LinAlgError:
-        h = float("nan")
-    if not (np.isfinite(h) and h > 0):
-        h = _FALLBACK_STEP * float(fit.hi[k] - fit.lo[k])
-    return h
+    """Distance from the estimate at which a quadratic objective crosses the threshold: from
+    (H^-1)_kk when H is positive definite, from H_kk (the others held) when only that is
+    positive, else a share of the box (no square root of a negative number)."""
+    H = hessian(fit.problem, fit.z)
+    var = float("nan")
+    if np.all(np.isfinite(H)):
+        try:
+            np.linalg.cholesky(H)  # positive definite, or LinAlgError
+            var = float(np.linalg.inv(H)[k, k])
+        except np.linalg.LinAlgError:
+            var = 1.0 / H[k, k] if H[k, k] > 0 else float("nan")
+    if np.isfinite(var) and var > 0:
+        return float(np.sqrt(2.0 * threshold * var))
+    return _FALLBACK_STEP * float(fit.hi[k] - fit.lo[k])
 
 
 def _distances(h: float, room: float, n: int) -> np.ndarray:
     """``n`` grid distances from the estimate on one side, the last one ``room`` (the
     bound): 0.5, 1, 1.5, 2 h, then geometric; evenly spaced when h exceeds the room."""
+    if room <= 0:
+        return np.empty(0)
     near = h * np.array(_NEAR)
     near = near[near < room][: n - 1]
     if near.size == 0:
         return np.linspace(room / n, room, n)
     return np.concatenate([near, np.geomspace(near[-1], room, n - near.size + 1)[1:]])
-
-
-def _side(prof: _Profiler, sign: int, h: float, n: int, f_hat: float, thr: float):
-    """Walk one side; returns (points [(t, rise)], crossing t or None, lower_found)."""
-    fit, k = prof.fit, prof.k
-    t_hat = float(fit.z[k])
-    room = float(fit.hi[k] - t_hat) if sign > 0 else float(t_hat - fit.lo[k])
-    if room <= 0:
-        return [], None, False
-    u = fit.z[prof.others].copy()
-    pts: list[tuple[float, float]] = []
-    prev_t, lower = t_hat, False
-    for d in _distances(h, room, n):
-        t = t_hat + sign * d
-        f, u = prof.refit(t, u)
-        rise = f - f_hat
-        lower |= rise < -_LOWER_RTOL * abs(f_hat) - 1e-15
-        pts.append((t, rise))
-        if rise >= thr:
-            u_prev, known = u.copy(), {t_hat: 0.0, **dict(pts)}
-
-            def excess(s, u_prev=u_prev, known=known):
-                if s not in known:  # Brent starts at the bracket's ends, refitted already
-                    val, _ = prof.refit(s, u_prev)
-                    known[s] = val - f_hat
-                    pts.append((s, known[s]))
-                return known[s] - thr
-
-            lo_t, hi_t = sorted((prev_t, t))
-            try:
-                cross = brentq(excess, lo_t, hi_t, xtol=_BRENT_XTOL * h)
-            except ValueError:  # not bracketed (cannot happen with known ends): interpolate
-                r0 = known[prev_t]
-                cross = prev_t + (t - prev_t) * (thr - r0) / (rise - r0)
-            return pts, float(cross), lower
-        prev_t = t
-    return pts, None, lower
 
 
 def profile_fit(fit: Fitted, param: str, level: float = 0.95, n: int = 24) -> Profile:
@@ -210,31 +187,29 @@ def profile_fit(fit: Fitted, param: str, level: float = 0.95, n: int = 24) -> Pr
         raise AnalysisInputError(f"profile: n must be >= 2 grid points per side, got {n}")
     k = fit.free.index(name)
     cal = calibrate(fit.problem, fit.z, level)
-    prof = _Profiler(fit, k)
+    ref = Refitter(fit.problem, fit.z, fit.lo, fit.hi, k)
     h = _step(fit, k, cal.threshold)
-    f_hat, t_hat = fit.objective, float(fit.z[k])
-    lo_pts, lo_cross, lo_lower = _side(prof, -1, h, n, f_hat, cal.threshold)
-    hi_pts, hi_cross, hi_lower = _side(prof, +1, h, n, f_hat, cal.threshold)
-    pts = sorted([*lo_pts, (t_hat, 0.0), *hi_pts])
+    f_hat, t_hat, thr = fit.objective, float(fit.z[k]), cal.threshold
+    sides: list[tuple[list[tuple[float, float]], End, bool]] = []
+    for sign, room in ((-1, t_hat - float(fit.lo[k])), (+1, float(fit.hi[k]) - t_hat)):
+        sides.append(walk_side(ref, t_hat, sign, _distances(h, room, n), f_hat, thr, h))
+    pts = sorted([*sides[0][0], (t_hat, 0.0), *sides[1][0]])
     t, rise = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
     log = name in fit.law.log_params
 
     def nat(v):
         return np.exp(v) if log else v
 
-    ends = (
-        float(nat(fit.lo[k] if lo_cross is None else lo_cross)),
-        float(nat(fit.hi[k] if hi_cross is None else hi_cross)),
-    )
+    lo_end, hi_end = sides[0][1], sides[1][1]
     return Profile(
         param=param,
         level=level,
         estimate=float(nat(t_hat)),
-        ci=ends,
-        flat_lower=lo_cross is None,
-        flat_upper=hi_cross is None,
+        ci=(float(nat(lo_end.t)), float(nat(hi_end.t))),
+        ends=(lo_end.kind, hi_end.kind),
+        end_rise=(lo_end.rise_ratio, hi_end.rise_ratio),
         values=nat(t),
         rise=rise,
         calibration=cal,
-        lower_found=lo_lower or hi_lower,
+        lower_found=sides[0][2] or sides[1][2],
     )
