@@ -30,10 +30,19 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 
-__all__ = ["FLOPS_PER_PARAM_TOKEN", "Budgets", "group_budgets", "read_points"]
+__all__ = ["DERIVED_RTOL", "FLOPS_PER_PARAM_TOKEN", "Budgets", "group_budgets", "read_points"]
 
 FLOPS_PER_PARAM_TOKEN = 6.0
 """C = 6 N D (Kaplan et al. 2020, sec. 2.1)."""
+
+DERIVED_RTOL = 0.15
+"""``fit_isoflops``'s grouping tolerance when C = 6 N D is derived (no compute column):
+neighbours in log C within a factor 1.15 are one budget. Real N and D are not the
+nominal sizes a sweep planned (parameter counts of a depth/width grid, tokens rounded to
+whole batches), so 6 N D scatters by several percent around each planned budget and a
+5% tolerance splits one budget into many. Planned budgets are typically a factor >= 2
+apart (Hoffmann et al. 2022 Fig. 3: 6e18, 1e19, 3e19, ...; Porian et al. 2024: factors
+of 2 to 4), far above 1.15, so distinct budgets stay apart."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,8 +7,10 @@ Procedure of ``fit_isoflops``:
 
 1. Points are grouped by compute budget (``analysis.isoflop.budgets``: C = 6 N D unless
    the table has a compute column; nearly equal C are one budget).
-2. Per budget, a least-squares parabola of the loss (``log_loss=True``: of ln loss) in
-   ln N, and the guards that exclude a budget with its reason: too few points,
+2. Per budget, only the runs with N within a factor ``window`` (default 16) of its
+   lowest-loss N (``analysis.isoflop.window``), then a least-squares parabola of the loss
+   (``log_loss=True``: of ln loss) in ln N, or with ``method="interp"`` the argmin of a
+   smoothing spline (``analysis.isoflop.interp``, Porian et al. 2024), and the guards that exclude a budget with its reason: too few points,
    non-convex, off-centre, one-sided (``analysis.isoflop.parabola``).
 3. D_opt = C / (k N_opt) per budget, k = C / (N D) of its points (k = 6 for C = 6 N D,
    so b = 1 - a exactly).
@@ -21,7 +23,14 @@ Procedure of ``fit_isoflops``:
    intervals at ``level`` for a and b, their SEs the resamples' standard deviations.
    Per-budget SEs of N_opt, D_opt and L_opt: half the central 68.27% interval of the
    budget's usable resamples (robust to a few degenerate ones; NaN for a budget of 3
-   points, which its parabola interpolates: its resamples carry no spread).
+   points, which its parabola interpolates: its resamples carry no spread). The
+   resampled points are each budget's windowed ones; with ``method="interp"`` the
+   parabola's resamples are used, shifted to centre on the spline's estimate.
+6. Model error (``robust=True``, ``analysis.isoflop.robust``): the whole fit is redone at
+   windows w/2, w, 2w with both methods; the spread of those 6 estimates of a (b, ln of
+   the coefficients) about the main one is added in quadrature to each side of the
+   bootstrap interval. ``a_ci_boot`` keeps the bootstrap's interval alone.
+7. Fewer than 3 kept budgets: a one-line ``warnings`` entry (a line through 2 points).
 """
 
 from __future__ import annotations
@@ -34,8 +43,11 @@ import polars as pl
 
 from analysis.fit.bootstrap import check_resamples
 from analysis.errors import AnalysisInputError
-from analysis.isoflop.budgets import Budgets, group_budgets, read_points
-from analysis.isoflop.parabola import BudgetFit, bootstrap_vertices, fit_budget
+from analysis.isoflop.budgets import DERIVED_RTOL, Budgets, group_budgets, read_points
+from analysis.isoflop.estimate import METHODS, Estimate, estimate, power_law
+from analysis.isoflop.parabola import BudgetFit, bootstrap_vertices
+from analysis.isoflop.robust import choices, widen
+from analysis.isoflop.window import DEFAULT_WINDOW
 
 __all__ = ["IsoFlopFit", "fit_isoflops"]
 
@@ -44,12 +56,17 @@ __all__ = ["IsoFlopFit", "fit_isoflops"]
 class IsoFlopFit:
     """An approach-2 fit: N_opt = n_coef C^a, D_opt = d_coef C^b over the kept budgets.
 
-    ``optima``: one row per budget, by compute: budget (index), C, n_points, N_opt,
+    ``optima``: one row per budget, by compute: budget (index), C, n_points, n_used (the
+    points inside its window), N_opt,
     N_opt_se, D_opt, D_opt_se, loss_opt, loss_opt_se, curvature (kappa, loss per (ln N)²;
     of ln loss when ``log_loss``), kept, reason ("" when kept). N_opt is NaN for a budget
     without a minimum (too few points, non-convex); SEs are NaN without a bootstrap.
     ``points``: the fitted table's C, N, D, loss and budget (row of ``optima``, -1: none).
     ``boot``: (resamples, 4) of a, ln n_coef, b, ln d_coef, one row per usable resample.
+    ``a_ci``/``b_ci``/``n_coef_ci``/``d_coef_ci``: the bootstrap interval widened by the
+    window/method refits (``analysis.isoflop.robust``); ``a_ci_boot``/``b_ci_boot``: the
+    bootstrap's alone. ``alternatives``: the refits (window, method, kept, a, b, ln_n_coef,
+    ln_d_coef), None with ``robust=False``. ``warnings``: one line each (e.g. < 3 budgets).
     """
 
     a: float
@@ -67,6 +84,14 @@ class IsoFlopFit:
     n_boot: int
     log_loss: bool
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    window: float | None = DEFAULT_WINDOW
+    method: str = "parabola"
+    a_ci_boot: tuple[float, float] = (float("nan"), float("nan"))
+    b_ci_boot: tuple[float, float] = (float("nan"), float("nan"))
+    n_coef_ci: tuple[float, float] = (float("nan"), float("nan"))
+    d_coef_ci: tuple[float, float] = (float("nan"), float("nan"))
+    alternatives: pl.DataFrame | None = None
 
     @property
     def kept(self) -> pl.DataFrame:
@@ -111,33 +136,17 @@ def _percentiles(level: float) -> np.ndarray:
     return 100 * np.array([(1 - level) / 2, (1 + level) / 2])
 
 
-def _power_law(log_c: np.ndarray, log_y: np.ndarray, w: np.ndarray):
-    """Least squares ln y = c + s ln C in each row of ``log_y`` (B, K) over the budgets
-    where ``w`` (B, K) is 1 (a NaN elsewhere is ignored): (s, c), each (B,)."""
-    log_y = np.where(w > 0, log_y, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sw = w.sum(axis=1)
-        mc = (w * log_c).sum(axis=1) / sw
-        my = (w * log_y).sum(axis=1) / sw
-        dc = log_c - mc[:, None]
-        slope = (w * dc * (log_y - my[:, None])).sum(axis=1) / (w * dc * dc).sum(axis=1)
-    return slope, my - slope * mc
-
-
-def _fits(g: Budgets, **kw) -> list[BudgetFit]:
-    """Each budget's parabola and verdict (``fit_budget``)."""
-    return [fit_budget(g.N[g.label == j], g.loss[g.label == j], **kw) for j in range(g.k.size)]
-
-
-def _bootstrap(g: Budgets, fits: list[BudgetFit], n_boot: int, seed: int, log_loss: bool):
-    """(n_boot, K) resampled ln N_opt and loss_opt per budget; NaN where unusable (and
-    throughout for a budget without a minimum)."""
+def _bootstrap(g: Budgets, est: Estimate, n_boot: int, seed: int, log_loss: bool):
+    """(n_boot, K) resampled ln N_opt and loss_opt per budget from the parabolas of the
+    points in each budget's window (``est.used``); NaN where unusable (and throughout for
+    a budget without a minimum)."""
+    fits = est.fits
     rng = np.random.default_rng(seed)
     vx = np.full((n_boot, len(fits)), np.nan)
     vy = np.full((n_boot, len(fits)), np.nan)
     for j, f in enumerate(fits):
         if np.isfinite(f.log_n_opt):
-            m = g.label == j
+            m = (g.label == j) & est.used
             vx[:, j], vy[:, j] = bootstrap_vertices(
                 g.N[m], g.loss[m], rng, n_boot, log_loss=log_loss
             )
@@ -195,6 +204,33 @@ def _refuse_unusable(fits: list[BudgetFit]) -> None:
     )
 
 
+def _ci(values: np.ndarray, level: float) -> tuple[float, float]:
+    return tuple(float(v) for v in np.percentile(values, _percentiles(level)))
+
+
+def _warnings(kept: int, total: int) -> tuple[str, ...]:
+    if kept >= 3:
+        return ()
+    return (
+        f"only {kept} budget(s) kept of {total}: a power law through {kept} optima has no "
+        "check of its fit, so a rests on the 2 vertices alone; add budgets",
+    )
+
+
+def _alternatives(g: Budgets, window, log_loss, min_points, min_side, done) -> pl.DataFrame:
+    """The refits over ``robust.choices`` (reusing the ones in ``done``): one row each."""
+    rows = []
+    for w, m in choices(window):
+        est = done.get((w, m)) or estimate(g, window=w, method=m, log_loss=log_loss,
+                                           min_points=min_points, min_side=min_side)  # fmt: skip
+        rows.append({"window": w, "method": m, "kept": int(est.keep.sum()), "a": est.a,
+                     "b": est.b, "ln_n_coef": est.ln_gn, "ln_d_coef": est.ln_gd})  # fmt: skip
+    return pl.DataFrame(rows, schema={"window": pl.Float64, "method": pl.String,
+                                      "kept": pl.Int64, "a": pl.Float64, "b": pl.Float64,
+                                      "ln_n_coef": pl.Float64, "ln_d_coef": pl.Float64},
+                        nan_to_null=False)  # fmt: skip
+
+
 def fit_isoflops(
     data: pl.DataFrame,
     *,
@@ -203,7 +239,10 @@ def fit_isoflops(
     D: str = "D",
     loss: str = "loss",
     budgets: Sequence[float] | None = None,
-    rtol: float = 0.05,
+    rtol: float | None = None,
+    window: float | None = DEFAULT_WINDOW,
+    method: str = "parabola",
+    robust: bool = True,
     min_points: int = 3,
     min_side: int = 2,
     log_loss: bool = False,
@@ -212,51 +251,83 @@ def fit_isoflops(
     level: float = 0.95,
 ) -> IsoFlopFit:
     """Approach 2 of Hoffmann et al. 2022 on ``data`` (one row per training run); the
-    procedure is in the module docstring. ``budgets``/``rtol``: how points are grouped by
-    compute (``analysis.isoflop.budgets``); ``min_points``/``min_side``: the guards
-    (``analysis.isoflop.parabola``). Raises AnalysisInputError on a missing column, a
+    procedure is in the module docstring.
+
+    ``budgets``/``rtol``: how points are grouped by compute (``analysis.isoflop.budgets``;
+    ``rtol=None``: 0.05 with a compute column, ``DERIVED_RTOL`` = 0.15 when C = 6 N D is
+    derived). ``window``: each budget keeps its runs with N within a factor ``window`` of
+    its lowest-loss N (``analysis.isoflop.window``; default 16, chosen on the synthetic study
+    in docs/isoflop.md; None: all runs, as Hoffmann et al.). ``method``: "parabola" (the
+    vertex, Hoffmann et al.) or "interp" (a smoothing spline's argmin, Porian et al. 2024,
+    arXiv 2406.19146). ``robust``: widen the CIs of a, b and the coefficients by the
+    spread of the refits at windows w/2, w, 2w x both methods (``analysis.isoflop.robust``).
+    ``min_points``/``min_side``: the guards (``analysis.isoflop.parabola``). Fewer than 3
+    kept budgets: a line in ``warnings``. Raises AnalysisInputError on a missing column, a
     missing, non-finite or non-positive value, or fewer than 2 usable budgets."""
     _check_options(min_points, min_side, n_boot, level)
+    if method not in METHODS:
+        raise AnalysisInputError(f"isoFLOP fit: method must be one of {METHODS}, got {method!r}")
+    if window is not None and not (np.isfinite(window) and window > 1):
+        raise AnalysisInputError(f"isoFLOP fit: window must be > 1 (a factor in N) or None, "
+                                 f"got {window}")  # fmt: skip
     C, n_arr, d_arr, l_arr = read_points(data, compute=compute, N=N, D=D, loss=loss)
+    derived = compute not in data.columns
+    if rtol is None:
+        rtol = DERIVED_RTOL if derived else 0.05
     g = group_budgets(C, n_arr, d_arr, l_arr, budgets=budgets, rtol=rtol)
-    fits = _fits(g, log_loss=log_loss, min_points=min_points, min_side=min_side)
-    _refuse_unusable(fits)
-    keep = np.array([not f.reason for f in fits])
+    opts = {"log_loss": log_loss, "min_points": min_points, "min_side": min_side}
+    main = estimate(g, window=window, method=method, **opts)
+    _refuse_unusable(main.fits)
+    par = main if method == "parabola" else estimate(g, window=window, method="parabola", **opts)
+    fits, keep = main.fits, main.keep
     log_c = np.log(g.C_budget)
     log_n = np.array([f.log_n_opt for f in fits])
     log_d = log_c - np.log(g.k) - log_n  # D_opt = C / (k N_opt)
-    w = keep[None, :].astype(float)
-    a, ln_gn = (float(v[0]) for v in _power_law(log_c, log_n[None], w))
-    b, ln_gd = (float(v[0]) for v in _power_law(log_c, log_d[None], w))
+    a, ln_gn, b, ln_gd = main.a, main.ln_gn, main.b, main.ln_gd
 
     boot = np.zeros((0, 4))
     se = np.full((3, len(fits)), np.nan)
     notes = list(g.notes)
-    if n_boot:
-        vx, vy = _bootstrap(g, fits, n_boot, seed, log_loss)
+    if derived and budgets is None:
+        notes.append(f"C = 6ND derived (no '{compute}' column): {C.size} runs grouped into "
+                     f"{g.k.size} budget(s), neighbours within a factor {1 + rtol:g} in C")
+    if n_boot and par.keep.sum() >= 2:
+        vx, vy = _bootstrap(g, par, n_boot, seed, log_loss)
         vd = log_c - np.log(g.k) - vx
-        wb = (keep[None, :] & np.isfinite(vx)).astype(float)
-        sa, ca = _power_law(log_c, vx, wb)
-        sb, cb = _power_law(log_c, vd, wb)
+        wb = (par.keep[None, :] & np.isfinite(vx)).astype(float)
+        sa, ca = power_law(log_c, vx, wb)
+        sb, cb = power_law(log_c, vd, wb)
         boot = np.stack([sa, ca, sb, cb], axis=1)[wb.sum(axis=1) >= 2]
+        # centred on this method's estimate (the interp method borrows the parabola's spread)
+        boot = boot + np.array([a - par.a, ln_gn - par.ln_gn, b - par.b, ln_gd - par.ln_gd])
         se = np.stack([_se(np.exp(vx)), _se(np.exp(vd)), _se(vy)])
-        se[:, np.array([f.n_points for f in fits]) <= 3] = np.nan  # interpolated: no spread
+        se[:, np.array([f.n_points for f in par.fits]) <= 3] = np.nan  # interpolated: no spread
         notes += _weak_budgets(vx, keep, g.C_budget)
         if boot.shape[0] < n_boot:
             notes.append(f"{n_boot - boot.shape[0]} resample(s) had < 2 usable budgets")
+    nan2 = (float("nan"), float("nan"))
+    alts = _alternatives(g, window, log_loss, min_points, min_side,
+                         {(window, method): main, (window, "parabola"): par}) if robust else None  # fmt: skip
+    a_boot = b_boot = a_ci = b_ci = n_ci = d_ci = nan2
+    a_se = b_se = float("nan")
     if boot.shape[0] >= 2:
-        a_ci = tuple(float(v) for v in np.percentile(boot[:, 0], _percentiles(level)))
-        b_ci = tuple(float(v) for v in np.percentile(boot[:, 2], _percentiles(level)))
+        a_boot, b_boot = _ci(boot[:, 0], level), _ci(boot[:, 2], level)
         a_se, b_se = float(np.std(boot[:, 0], ddof=1)), float(np.std(boot[:, 2], ddof=1))
-    else:
-        a_ci = b_ci = (float("nan"), float("nan"))
-        a_se = b_se = float("nan")
+        a_ci, b_ci = a_boot, b_boot
+        n_ci, d_ci = _ci(boot[:, 1], level), _ci(boot[:, 3], level)
+        if alts is not None:
+            a_ci = widen(a, a_boot, alts["a"].to_numpy())
+            b_ci = widen(b, b_boot, alts["b"].to_numpy())
+            n_ci = widen(ln_gn, n_ci, alts["ln_n_coef"].to_numpy())
+            d_ci = widen(ln_gd, d_ci, alts["ln_d_coef"].to_numpy())
+        n_ci, d_ci = tuple(float(np.exp(v)) for v in n_ci), tuple(float(np.exp(v)) for v in d_ci)
 
     optima = pl.DataFrame(
         {
             "budget": np.arange(len(fits)),
             "C": g.C_budget,
-            "n_points": [f.n_points for f in fits],
+            "n_points": np.bincount(g.label[g.label >= 0], minlength=len(fits)),
+            "n_used": [f.n_points for f in fits],
             "N_opt": np.exp(log_n),
             "N_opt_se": se[0],
             "D_opt": np.exp(log_d),
@@ -269,10 +340,13 @@ def fit_isoflops(
         },
         nan_to_null=False,
     )
-    points = pl.DataFrame({"C": C, "N": n_arr, "D": d_arr, "loss": l_arr, "budget": g.label})
+    points = pl.DataFrame({"C": C, "N": n_arr, "D": d_arr, "loss": l_arr, "budget": g.label,
+                           "in_window": main.used})  # fmt: skip
     return IsoFlopFit(
         a=a, b=b, a_ci=a_ci, b_ci=b_ci, a_se=a_se, b_se=b_se,
         n_coef=float(np.exp(ln_gn)), d_coef=float(np.exp(ln_gd)),
         optima=optima, points=points, boot=boot, level=level, n_boot=n_boot,
-        log_loss=log_loss, notes=tuple(notes),
+        log_loss=log_loss, notes=tuple(notes), warnings=_warnings(int(keep.sum()), len(fits)),
+        window=window, method=method, a_ci_boot=a_boot, b_ci_boot=b_boot,
+        n_coef_ci=n_ci, d_coef_ci=d_ci, alternatives=alts,
     )  # fmt: skip

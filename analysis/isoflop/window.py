@@ -1,0 +1,56 @@
+"""Which of a budget's points enter its optimum: a window in N around the lowest-loss run.
+
+Far from its minimum an isoFLOP curve is not a parabola in ln N. Along C = 6 N D the
+Chinchilla loss L = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv 2203.15556, eq. 2) is a
+sum of two exponentials in x = ln N, exp(-α x) and exp(+β x), steep on one side and shallow
+on the other; a parabola fitted over 2-3 decades of N puts its vertex where the two sides
+balance in least squares, not at the minimum. Porian et al. 2024 (arXiv 2406.19146, sec. 2)
+and Hoffmann et al. fit each curve near its minimum; here the window is:
+
+    keep the runs with N in [N_best / w, N_best * w],  N_best = the N of the lowest loss
+
+(w = ``window``; ``None`` keeps every run). When that leaves fewer than ``min_side``
+distinct N on a side of N_best, the nearest distinct N on that side are added (when the
+budget has them), so a coarse grid still gets a vertex bracketed by points. A budget whose
+lowest loss sits at the edge of its grid keeps a one-sided window; its vertex then falls
+outside the window and the guards exclude it (off-centre), as before.
+
+The default w and how it was chosen: ``DEFAULT_WINDOW`` (docs/isoflop.md, synthetic study).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["DEFAULT_WINDOW", "window_mask"]
+
+DEFAULT_WINDOW = 16.0
+"""w: keep N within a factor 16 (1.2 decades) of the lowest-loss N. Chosen on the 15-sweep
+synthetic study of ``bench/isoflop_study.py`` (docs/isoflop.md, 3 seeds, parabola):
+all points (no window) is biased on sweeps that train one model grid at every budget
+(worst |a error| 11-17%); w = 4 is noisy (worst 12-18%: too few points to pin a vertex at
+1% loss noise); w = 8 and 10 worst 6-8%; w = 16 median 0.4-0.9%, worst 3.1-5.6%, the truth
+inside the widened 95% CI in 45 of 45. Narrower windows trade the parabola's shape bias
+for noise; 1.2 decades each side is where the two balance on these sweeps."""
+
+_EPS = 1e-9  # relative slack on the window's edges (an N at exactly N_best * w is kept)
+
+
+def window_mask(
+    N: np.ndarray, loss: np.ndarray, window: float | None, *, min_side: int = 2
+) -> np.ndarray:
+    """(n,) bool: the budget's points (N, loss: (n,)) inside the window around the
+    lowest-loss N, widened to ``min_side`` distinct N each side when available."""
+    if window is None or N.size == 0:
+        return np.ones(N.size, dtype=bool)
+    x = np.log(N)
+    best = x[int(np.argmin(loss))]
+    half = float(np.log(window)) * (1 + _EPS)
+    keep = np.abs(x - best) <= half
+    distinct = np.unique(x)
+    for side in (distinct[distinct < best][::-1], distinct[distinct > best]):
+        inside = int(np.sum(np.abs(side - best) <= half))
+        if inside < min_side and side.size > inside:
+            reach = abs(side[min(min_side, side.size) - 1] - best)
+            keep |= (np.abs(x - best) <= reach * (1 + _EPS)) & np.isin(x, side)
+    return keep
