@@ -39,7 +39,10 @@ def test_tie_recovers_a_tied_truth():
     data = _chinchilla_data(TIED)
     fit = fit_law(Chinchilla(), data, tie={"beta": "alpha"}, warn=False)
     assert fit.free == ("A", "B", "E", "alpha") and fit.tied == {"beta": "alpha"}
-    assert fit.n_starts == 6 * 6 * 5 * 5  # the grid over the free coordinates only
+    assert fit.n_starts == 8  # variable projection's starts on the alpha = beta diagonal
+    grid = fit_law(Chinchilla(), data, tie={"beta": "alpha"}, starts="grid", warn=False)
+    assert grid.n_starts == 6 * 6 * 5 * 5  # the grid over the free coordinates only
+    assert fit.objective <= grid.objective * (1 + 1e-9)  # test_varpro.py's tolerance
     assert fit.params["beta"] == fit.params["alpha"]  # one coordinate, reported twice
     # The untied fit's tolerances (test_recovery.py): 2% on E, 0.02 on the exponents.
     assert fit.params["alpha"] == pytest.approx(TIED["alpha"], abs=0.02)
