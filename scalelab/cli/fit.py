@@ -84,7 +84,8 @@ def fit_cmd(
         "--isoflop",
         help="Fit isoFLOP profiles (Hoffmann et al.'s approach 2) instead of a law: a "
         "parabola in log N per compute budget, then N_opt ~ C^a and D_opt ~ C^b with "
-        "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law, --x or --group-by.",
+        "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law or --x; --group-by "
+        "gives one fit per group in one table (docs/isoflop.md).",
     ),
     holdout_largest: int = typer.Option(
         0,
@@ -185,14 +186,15 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
     collect, when there is one, reports to ``output``)."""
     from scalelab.cli.fit_isoflop import run_isoflop
 
-    for flag, given in (("--law", law), ("--x", x), ("--group-by", group_by)):
+    for flag, given in (("--law", law), ("--x", x)):
         if given:
             raise UserError(f"--isoflop fits no law and takes no {flag}", key=flag)
     with output:
         table = _runs_table(sweep, output.sink)
     try:
         run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
-                    out=out if out is not None else sweep / FIT_FOLDER / "isoflop")  # fmt: skip
+                    out=out if out is not None else sweep / FIT_FOLDER / "isoflop",
+                    group_by=group_by)  # fmt: skip
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
     return 0

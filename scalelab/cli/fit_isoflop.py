@@ -3,12 +3,16 @@
 Prints one table of compute budgets (optimum with bootstrap SEs, kept or excluded and
 why; budgets with too few points are counted in the caption, not listed), the exponents
 a and b with their CIs, and saves the two-panel plot (``<sweep>/fit/isoflop`` by default).
-Cells are plain text (never rich markup: values come from the user's runs table).
+With ``--group-by``: one fit per group, a row each in one table (budgets kept, a and b
+with CIs, warning), a plot per group (``isoflop-<group>``). A warning (fewer than 3 kept
+budgets) is one printed line. Cells are plain text (never rich markup: values come from
+the user's runs table).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["isoflop_table", "run_isoflop"]
+__all__ = ["groups_table", "isoflop_table", "run_isoflop"]
 
 
 def _se(v: float, se: float) -> str:
@@ -49,22 +53,73 @@ def isoflop_table(optima: pl.DataFrame, where: Sequence[str] = ()) -> Table:
     return grid
 
 
+def _ci(ci: tuple[float, float]) -> str:
+    return "" if math.isnan(ci[0]) else f" ({ci[0]:.4f}, {ci[1]:.4f})"
+
+
+def groups_table(rows: Sequence[tuple[str, object]], level: float, where: Sequence[str] = ()) -> Table:
+    """One row per group: budgets kept, a and b with their CIs, its warning."""
+    grid = Table(title="isoFLOP fits by group (approach 2)",
+                 caption=f"where {' AND '.join(where)}" if where else None)  # fmt: skip
+    for col in ("group", "budgets kept", f"a ({100 * level:g}% CI)", f"b ({100 * level:g}% CI)",
+                "warning"):  # fmt: skip
+        grid.add_column(col, overflow="fold")
+    for label, fit in rows:
+        cells = (label, f"{fit.kept.height} of {fit.optima.height}", f"{fit.a:.4f}{_ci(fit.a_ci)}",
+                 f"{fit.b:.4f}{_ci(fit.b_ci)}", "; ".join(fit.warnings))  # fmt: skip
+        grid.add_row(*(Text(c) for c in cells))
+    return grid
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^\w.=+-]+", "_", label).strip("_") or "group"
+
+
+def _print(console: Console, line: str) -> None:
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed: int,
-                out: Path) -> None:  # fmt: skip
-    """Fit, print and plot (the caller maps AnalysisInputError to a UserError)."""
-    from analysis.plots.isoflop import plot_isoflops
+                out: Path, group_by: Sequence[str] = ()) -> None:  # fmt: skip
+    """Fit, print and plot; with ``group_by``, one fit per group in one table and a plot
+    per group (``<out>-<group>``). The caller maps AnalysisInputError to a UserError; a
+    group that cannot be fitted raises one, prefixed with its label."""
+    from analysis.errors import AnalysisInputError
+    from analysis.fit.grouped import group_label, group_runs
     from analysis.isoflop.from_runs import isoflop_selection
+    from analysis.plots.isoflop import plot_isoflops
     from analysis.plots.plots import save_figure
 
-    sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed)
-    fit = sel.fit
     console = Console()
-    for note in sel.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    console.print(isoflop_table(fit.optima, where))
-    pct = f"{100 * fit.level:g}% CI"
-    for name, v, ci in (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci)):
-        tail = f" ({pct} {ci[0]:.4f}, {ci[1]:.4f})" if bootstrap else " (no bootstrap: no CI)"
-        console.print(f"{name} = {v:.4f}{tail}", markup=False, highlight=False)
-    fig = plot_isoflops(fit)
-    console.print(f"plot: {save_figure(fig, out)[0]}", markup=False, highlight=False)
+    if not group_by:
+        sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed)
+        fit = sel.fit
+        for note in sel.notes:
+            _print(console, f"note: {note}")
+        console.print(isoflop_table(fit.optima, where))
+        pct = f"{100 * fit.level:g}% CI"
+        for name, v, ci in (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci)):
+            tail = f" ({pct} {ci[0]:.4f}, {ci[1]:.4f})" if bootstrap else " (no bootstrap: no CI)"
+            _print(console, f"{name} = {v:.4f}{tail}")
+        for w in fit.warnings:
+            _print(console, f"warning: {w}")
+        _print(console, f"plot: {save_figure(plot_isoflops(fit), out)[0]}")
+        return
+    fits = []
+    for key, part in group_runs(table, group_by):
+        label = group_label(key)
+        try:
+            sel = isoflop_selection(part, where=where, loss=loss, n_boot=bootstrap, seed=seed)
+        except AnalysisInputError as err:
+            raise AnalysisInputError(f"group {label}: {err}") from None
+        fits.append((label, sel))
+    for label, sel in fits:
+        for note in sel.notes:
+            _print(console, f"note [{label}]: {note}")
+    console.print(groups_table([(lab, s.fit) for lab, s in fits], fits[0][1].fit.level, where))
+    for label, sel in fits:
+        for w in sel.fit.warnings:
+            _print(console, f"warning [{label}]: {w}")
+    for label, sel in fits:
+        stem = out.with_name(f"{out.name}-{_slug(label)}")
+        _print(console, f"plot: {save_figure(plot_isoflops(sel.fit, title=f'isoFLOP profiles [{label}], {sel.fit.summary()}'), stem)[0]}")

@@ -209,7 +209,7 @@ def test_cli_isoflop_prints_budgets_exponents_and_saves_plot(iso_sweep, capsys, 
     "extra, message",
     [
         (["--law", "chinchilla"], "--isoflop fits no law and takes no --law"),
-        (["--group-by", "state"], "takes no --group-by"),
+        (["--group-by", "stat"], "unknown column 'stat'"),
         (["--where", "flops<2e18"], "1 usable budget(s) of 1 (need >= 2)"),
         (["--where", "flop<2e18"], "did you mean 'flops'"),
         (["--bootstrap", "1"], "--bootstrap must be 0 or >= 2"),

@@ -1,0 +1,58 @@
+"""``scalelab fit SWEEP --isoflop --group-by KEY``: one fit per group in one table, a plot
+per group, a one-line warning under 3 budgets; bad input one line, exit 2."""
+
+import polars as pl
+import pytest
+
+from analysis.recipes.synthetic import synthetic_isoflop_runs
+from scalelab.cli import main
+
+OFFSETS = (-0.3, 0.2, 0.0, 0.3, -0.15)
+
+
+@pytest.fixture()
+def grouped_sweep(tmp_path):
+    d = tmp_path / "grouped"
+    d.mkdir()
+    a = synthetic_isoflop_runs(offset=OFFSETS, seed=1).with_columns(recipe=pl.lit("standard"))
+    b = synthetic_isoflop_runs(offset=OFFSETS, seed=2).with_columns(recipe=pl.lit("wide"))
+    two = synthetic_isoflop_runs(budgets=(1e18, 1e20), seed=3).with_columns(recipe=pl.lit("two"))
+    pl.concat([a, b, two], how="diagonal_relaxed").write_parquet(d / "runs.parquet")
+    return d
+
+
+def _cli(argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code
+
+
+def test_group_by_gives_one_row_per_group_and_a_plot_each(grouped_sweep, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "220")
+    code = _cli(["fit", str(grouped_sweep), "--isoflop", "--group-by", "recipe", "--bootstrap", "50"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "isoFLOP fits by group" in out
+    for g in ("recipe=standard", "recipe=wide", "recipe=two"):
+        assert g in out
+        assert (grouped_sweep / "fit" / f"isoflop-{g}.png").is_file()
+    warn = [ln for ln in out.splitlines() if ln.startswith("warning [recipe=two]")]
+    assert len(warn) == 1 and "only 2 budget(s) kept of 2" in warn[0]
+    assert "a (95% CI)" in out and "5 of 5" in out
+
+
+def test_ungrouped_fit_prints_the_warning_line(grouped_sweep, capsys):
+    code = _cli(["fit", str(grouped_sweep), "--isoflop", "--where", "recipe=two",
+                 "--bootstrap", "20"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and sum(ln.startswith("warning: only 2 budget(s)") for ln in out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--group-by", "recipee"], "did you mean 'recipe'"),
+    (["--group-by", "recipe", "--where", "flops<2e18"], "group recipe="),
+])
+def test_group_by_bad_input_exits_2_with_one_line(grouped_sweep, capsys, extra, message):
+    assert _cli(["fit", str(grouped_sweep), "--isoflop", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
