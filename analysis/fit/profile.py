@@ -192,9 +192,12 @@ def profile_fit(fit: Fitted, param: str, level: float = 0.95, n: int = 24) -> Pr
     f_hat, t_hat, thr = fit.objective, float(fit.z[k]), cal.threshold
     sides: list[tuple[list[tuple[float, float]], End, bool]] = []
     for sign, room in ((-1, t_hat - float(fit.lo[k])), (+1, float(fit.hi[k]) - t_hat)):
-        sides.append(walk_side(ref, t_hat, sign, _distances(h, room, n), f_hat, thr, h))
-    pts = sorted([*sides[0][0], (t_hat, 0.0), *sides[1][0]])
-    t, rise = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+        sides.append(walk_side(ref, t_hat, sign, _distances(h, room, n), f_hat, thr))
+    best: dict[float, float] = {t_hat: 0.0}  # a point refitted twice (verified) once, lowest
+    for tp, r in [*sides[0][0], *sides[1][0]]:
+        best[tp] = min(r, best.get(tp, r))
+    t = np.array(sorted(best))
+    rise = np.array([best[v] for v in t])
     log = name in fit.law.log_params
 
     def nat(v):
