@@ -5,7 +5,7 @@ linear-space residuals, ties and weights as options.
 What a fit does, exactly (the default ``starts="auto"``: "varpro" for a Chinchilla fit with
 A, B, E free and untied, alpha and beta free or tied to each other; "grid" otherwise):
 
-0. "varpro" (solvers/varpro.py; Golub & Pereyra 1973): on a 61 x 61 grid of (alpha, beta)
+0. "varpro" (solvers/varpro.py; Golub & Pereyra 1973): on a 60 x 60 grid of (alpha, beta)
    E, A, B solve a non-negative least-squares fit in relative (log-like) residuals; the
    grid's ``VARPRO_KEEP`` = 8 best local minima/points are the starts; steps 3-4 below
    (no screen) minimise the real objective from them. On Epoch's data it reaches the grid's optimum to 1e-14 relative (bench/varpro_speed.py).
@@ -113,6 +113,9 @@ class FitResult:
     starts.STARTS_RTOL (1e-6 relative) of the best. Those are all starts when there are at
     most ``keep`` (64), else the ``keep`` best after the screen (solvers/starts.py)."""
     starts_run: int = 0  # starts run to convergence: min(n_starts, keep)
+    not_identified: dict[str, str] = field(default_factory=dict)
+    """{parameter: why} for parameters the data do not identify (a data-constrained fit's
+    R_D*, R_N*: fit/saturation_identified.py); their values are not to be shown bare."""
 
     def predict(self, data: Any) -> np.ndarray:
         """Predicted loss (n,) on ``data`` (polars DataFrame or mapping of columns)."""

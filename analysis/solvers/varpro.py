@@ -53,7 +53,9 @@ __all__ = [
     "varpro_starts",
 ]
 
-EXP_GRID = np.round(np.arange(0.0, 3.0 + 1e-9, 0.05), 10)  # (61,) alpha, beta values
+EXP_GRID = np.round(np.arange(0.05, 3.0 + 1e-9, 0.05), 10)  # (60,) alpha, beta values
+"""No exponent 0: N^0 is a second constant beside E, and a start there stays a constant
+(alpha stuck at its bound 0) in fits that tie with the E representation."""
 VARPRO_KEEP = 8
 _DET_MIN = 1e-10  # a column-scaled Gram matrix with a smaller determinant is singular
 _LINEAR = ("E", "A", "B")

@@ -90,8 +90,11 @@ _IDS = [c[0].__name__.strip("_") for c in BOUND_CASES]
 @pytest.mark.parametrize("case, seed, expected", BOUND_CASES, ids=_IDS)
 def test_a_parameter_at_its_bound_is_named_and_warned(case, seed, expected):
     law, data, fixed = case(seed)
+    # The grid's starts, as in the recreated fits: on rising_with_n every representation of
+    # a flat loss ties to ~1e-16, and variable projection's starts (solvers/varpro.py) reach
+    # the tie with A, B at their lower bound instead of alpha, beta at their upper one.
     with pytest.warns(IdentifiabilityWarning) as record:
-        fit = fit_law(law, data, fixed=fixed)
+        fit = fit_law(law, data, fixed=fixed, starts="grid")
     raised = [str(w.message) for w in record]
     extra = set(at_bounds(fit)) - set(expected)
     assert set(expected) <= set(at_bounds(fit))
