@@ -18,10 +18,21 @@ pass to both stages where they mean something there: ``tie`` between base parame
 (e.g. {"beta": "alpha"}) goes to stage 1 only (stage 2 holds them fixed), a tie between
 R_D and R_N to stage 2; ``weights`` as a column name follow the runs into each stage (an
 array is attached as a column first).
+
+Stage 1 needs at least n_free + ``STAGE1_MARGIN`` runs, n_free the base law's free
+coordinates after ``tie`` (5, or 4 with alpha = beta); the margin 1 leaves one residual
+degree of freedom, the least with which a residual scale (and a profile threshold,
+profile_threshold.py) exists, and is ``fit_law``'s own rule (laws/checks.py). Stage 2 is
+checked the same way by ``fit_law``.
+
+After stage 2, R_D* and R_N* that sit at a bound or have a flat profile (a decade moves the
+deviance by < 2: fit/saturation_identified.py) are listed in the result's
+``not_identified`` and named in its warnings (an ``IdentifiabilityWarning``).
 """
 
 from __future__ import annotations
 
+import warnings as _warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -29,11 +40,21 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analysis.errors import AnalysisInputError
+from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit.fit import FitResult, fit_law
+from analysis.fit.saturation_identified import not_identified
 from analysis.laws.laws import Chinchilla, DataConstrained
 
-__all__ = ["BASE_NAMES", "fit_data_constrained", "stage1_filter"]
+__all__ = ["BASE_NAMES", "STAGE1_MARGIN", "fit_data_constrained", "stage1_filter", "stage1_min_runs"]
+
+STAGE1_MARGIN = 1
+
+
+def stage1_min_runs(tie: Mapping[str, str] | None = None) -> int:
+    """Runs stage 1 needs: the base law's free coordinates after ``tie`` (its ties among
+    base parameters) plus ``STAGE1_MARGIN``."""
+    tie1, _ = _split_tie(tie)
+    return len(BASE_NAMES) - len(tie1) + STAGE1_MARGIN
 
 BASE_NAMES = ("A", "B", "E", "alpha", "beta")
 
@@ -101,6 +122,7 @@ def fit_data_constrained(
             raise AnalysisInputError(f"weights: {w.size} values for {data.height} points")
         data, weights = data.with_columns(pl.Series(_WEIGHTS, w)), _WEIGHTS
     tie1, tie2 = _split_tie(tie)
+    need = stage1_min_runs(tie)
     fit_options = {**fit_options, "loss": loss, "delta": delta, "weights": weights}
     base_fit: FitResult | None = None
     if isinstance(base, FitResult):
@@ -112,9 +134,10 @@ def fit_data_constrained(
         current: Mapping[str, float] | None = None
         for _ in range(max_rounds):
             rows = _base_rows(data, current, keep)
-            if rows.height < len(BASE_NAMES) + 1:  # fit_law's rule: free parameters + 1
+            if rows.height < need:  # free coordinates after tie + STAGE1_MARGIN
                 raise AnalysisInputError(
-                    f"stage 1 needs >= {len(BASE_NAMES) + 1} runs passing stage1={stage1!r} "
+                    f"stage 1 needs >= {need} runs ({need - STAGE1_MARGIN} free base "
+                    f"parameters + {STAGE1_MARGIN}) passing stage1={stage1!r} "
                     f"and N <= N_opt(U); found {rows.height}"
                 )
             if chosen is not None and rows.height == chosen.height and rows.equals(chosen):
@@ -122,11 +145,16 @@ def fit_data_constrained(
             chosen = rows
             # Round 1 searches the full grid; later rounds refit a subset of the same runs
             # and start from the previous optimum.
-            starts = fit_options.get("starts", "grid") if current is None else current
+            starts = fit_options.get("starts", "auto") if current is None else current
             opts = {k: v for k, v in fit_options.items() if k != "starts"}
             base_fit = fit_law(Chinchilla(), rows, starts=starts, tie=tie1, **opts)
             current = base_fit.params
         base_params = dict(current)  # type: ignore[arg-type]
     fixed = {k: base_params[k] for k in BASE_NAMES}
     result = fit_law(DataConstrained(), data, fixed=fixed, tie=tie2, **fit_options)
-    return replace(result, base=base_fit)
+    ni = not_identified(result)
+    msgs = tuple(f"{p} not identified: {why}" for p, why in ni.items())
+    if fit_options.get("warn", True):
+        for m in msgs:
+            _warnings.warn(f"{result.law.name}: {m}", IdentifiabilityWarning, stacklevel=2)
+    return replace(result, base=base_fit, not_identified=ni, warnings=result.warnings + msgs)

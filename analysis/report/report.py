@@ -55,6 +55,8 @@ def params_table(fit: FitResult, boot=None, level: float = 0.95) -> str:
     for p, v in fit.params.items():
         if p in fit.fixed:
             lines.append(f"| {p} | {v:.6g} | fixed | fixed |")
+        elif p in fit.not_identified:  # never a bare number (fit/saturation_identified.py)
+            lines.append(f"| {p} | not identified ({fit.not_identified[p]}) | | |")
         elif boot is not None:
             lo, hi = ci[p]
             lines.append(f"| {p} | {v:.6g} | {se[p]:.3g} | [{lo:.5g}, {hi:.5g}] |")

@@ -5,7 +5,9 @@ Cells are plain text (never rich markup: group values come from the user's runs 
 A parameter the fit left at its box bound is never a bare number: its value reads
 ``not identified (at upper bound 10)``, its SE and CI are not shown, and the group is
 marked ``not identified (alpha at bound)``. A CI end at a bound reads
-``10 (bound)``.
+``10 (bound)``. So is a parameter in the fit's ``not_identified`` (a data-constrained fit's
+R_D* or R_N* with a flat profile: analysis/fit/saturation_identified.py): its value reads
+``not identified (flat profile ...)``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def value_cell(g: GroupFit, p: str) -> str:
     hit = g.at_bounds.get(p)
     if hit is not None:
         return f"not identified (at {hit[0]} bound {_num(hit[1])})"
+    why = g.result.not_identified.get(p)
+    if why is not None:
+        return f"not identified ({why})"
     return _num(g.result.params[p])
 
 
@@ -44,6 +49,8 @@ def identified_cell(g: GroupFit) -> str:
     """``identified``; ``not identified (alpha at bound)``; ``weakly identified (2 warnings)``."""
     if g.at_bounds:
         return f"not identified ({', '.join(g.at_bounds)} at bound)"
+    if g.result.not_identified:
+        return f"not identified ({', '.join(g.result.not_identified)} flat)"
     n = len(g.result.warnings)
     return f"weakly identified ({n} warning{'s' * (n > 1)})" if n else "identified"
 
@@ -59,7 +66,7 @@ def _param_cells(g: GroupFit, p: str) -> list[str]:
     r = g.result
     if p in r.fixed:
         return [_num(r.params[p]), "fixed", "(stage 1)"]
-    if p in g.at_bounds or g.boot is None:
+    if p in g.at_bounds or p in r.not_identified or g.boot is None:
         return [value_cell(g, p), "", ""]
     lo, hi = g.boot.ci()[p]
     return [value_cell(g, p), f"{g.boot.se[p]:.3g}", f"[{_ci_end(g, p, lo)}, {_ci_end(g, p, hi)}]"]
