@@ -32,7 +32,9 @@ SETTINGS = [(None, "parabola"), (None, "interp"), (4.0, "parabola"), (8.0, "para
             (32.0, "interp")]  # fmt: skip
 
 
-def run(seed: int, n_boot: int, derived: bool, settings=SETTINGS, jitter_nd: float = 0.0) -> list[dict]:
+def run(
+    seed: int, n_boot: int, derived: bool, settings=SETTINGS, jitter_nd: float = 0.0
+) -> list[dict]:
     rows = []
     for design in study_designs(seed):
         data = sweep_points(replace(design, round_sizes=jitter_nd))
@@ -67,7 +69,8 @@ def main() -> None:
                     help="N and D off their nominal values by up to this fraction")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    rows = [r for s in range(args.seeds) for r in run(s, args.boot, args.derived, jitter_nd=args.jitter_nd)]
+    rows = [r for s in range(args.seeds)
+            for r in run(s, args.boot, args.derived, jitter_nd=args.jitter_nd)]
     print(f"{len(rows)} fits in {time.perf_counter() - t0:.0f} s; per seed: 15 sweeps")
     print("| window | method | seed | median dev | worst dev | truth in CI | in bootstrap CI "
           "| median CI half-width (widened, bootstrap) |")

@@ -10,7 +10,8 @@ Procedure of ``fit_isoflops``:
 2. Per budget, only the runs with N within a factor ``window`` (default 16) of its
    lowest-loss N (``analysis.isoflop.window``), then a least-squares parabola of the loss
    (``log_loss=True``: of ln loss) in ln N, or with ``method="interp"`` the argmin of a
-   smoothing spline (``analysis.isoflop.interp``, Porian et al. 2024), and the guards that exclude a budget with its reason: too few points,
+   smoothing spline (``analysis.isoflop.interp``, Porian et al. 2024), and the guards
+   that exclude a budget with its reason: too few points,
    non-convex, off-centre, one-sided (``analysis.isoflop.parabola``).
 3. D_opt = C / (k N_opt) per budget, k = C / (N D) of its points (k = 6 for C = 6 N D,
    so b = 1 - a exactly).
@@ -306,8 +307,8 @@ def fit_isoflops(
         if boot.shape[0] < n_boot:
             notes.append(f"{n_boot - boot.shape[0]} resample(s) had < 2 usable budgets")
     nan2 = (float("nan"), float("nan"))
-    alts = _alternatives(g, window, log_loss, min_points, min_side,
-                         {(window, method): main, (window, "parabola"): par}) if robust else None  # fmt: skip
+    done = {(window, method): main, (window, "parabola"): par}
+    alts = _alternatives(g, window, log_loss, min_points, min_side, done) if robust else None
     a_boot = b_boot = a_ci = b_ci = n_ci = d_ci = nan2
     a_se = b_se = float("nan")
     if boot.shape[0] >= 2:

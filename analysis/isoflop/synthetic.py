@@ -9,7 +9,8 @@ A ``SweepDesign`` mimics how real sweeps are laid out (Porian et al. 2024, arXiv
 2406.19146, sec. 2 and App. A; Hoffmann et al. Fig. 3): a few budgets, each a grid of
 model sizes over ``decades`` of N, its centre ``offset`` decades off the true optimum,
 drifting by ``drift`` decades per decade of C (sweeps chosen before the optimum is known),
-grid points jittered by up to ``jitter`` of a grid step (unequal spacing) and the number of points varying per budget;
+grid points jittered by up to ``jitter`` of a grid step (unequal spacing) and the number
+of points varying per budget;
 log-normal loss noise of relative SD ``noise`` (seed-to-seed spread). ``round_sizes``:
 N and D perturbed by up to that relative amount (real parameter and token counts are not
 the nominal ones), so C = 6 N D scatters around the nominal budget.
@@ -86,7 +87,8 @@ def study_designs(seed: int = 0) -> tuple[SweepDesign, ...]:
     budget over 2 to 3 decades of N, grid centres up to 0.7 decades off the optimum and
     drifting; five sweeps train one model grid at every budget (drift ≈ -a: the optimum
     walks from one end of the grid to the other, as in sweeps with a fixed set of model
-    sizes), three have strongly asymmetric valleys (α/β = 0.44 to 2); noise 0.1% to 1%. ``seed`` shifts every sweep's random draws."""
+    sizes), three have strongly asymmetric valleys (α/β = 0.44 to 2); noise 0.1% to 1%.
+    ``seed`` shifts every sweep's random draws."""
     spec = [  # alpha, beta, n budgets, C lo, C hi, points, decades, offset, drift, noise
         (0.34, 0.28, 5, 1e17, 1e20, 12, 3.0, 0.0, 0.0, 0.003),
         (0.30, 0.30, 6, 1e16, 1e19, 13, 3.0, 0.3, -0.5, 0.005),  # one model grid for all C

@@ -29,7 +29,7 @@ DEFAULT_WINDOW = 16.0
 synthetic study of ``bench/isoflop_study.py`` (docs/isoflop.md, 3 seeds, parabola):
 all points (no window) is biased on sweeps that train one model grid at every budget
 (worst |a error| 11-17%); w = 4 is noisy (worst 12-18%: too few points to pin a vertex at
-1% loss noise); w = 8 and 10 worst 6-8%; w = 16 median 0.4-0.9%, worst 3.1-5.6%, the truth
+1% loss noise); w = 8 and 10 worst 4.5-8.1%; w = 16 median 0.4-0.9%, worst 3.1-5.6%, the truth
 inside the widened 95% CI in 45 of 45. Narrower windows trade the parabola's shape bias
 for noise; 1.2 decades each side is where the two balance on these sweeps."""
 

@@ -57,7 +57,9 @@ def _ci(ci: tuple[float, float]) -> str:
     return "" if math.isnan(ci[0]) else f" ({ci[0]:.4f}, {ci[1]:.4f})"
 
 
-def groups_table(rows: Sequence[tuple[str, object]], level: float, where: Sequence[str] = ()) -> Table:
+def groups_table(
+    rows: Sequence[tuple[str, object]], level: float, where: Sequence[str] = ()
+) -> Table:
     """One row per group: budgets kept, a and b with their CIs, its warning."""
     grid = Table(title="isoFLOP fits by group (approach 2)",
                  caption=f"where {' AND '.join(where)}" if where else None)  # fmt: skip
@@ -98,7 +100,8 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
             _print(console, f"note: {note}")
         console.print(isoflop_table(fit.optima, where))
         pct = f"{100 * fit.level:g}% CI"
-        for name, v, ci in (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci)):
+        lines = (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci))
+        for name, v, ci in lines:
             tail = f" ({pct} {ci[0]:.4f}, {ci[1]:.4f})" if bootstrap else " (no bootstrap: no CI)"
             _print(console, f"{name} = {v:.4f}{tail}")
         for w in fit.warnings:
@@ -122,4 +125,5 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
             _print(console, f"warning [{label}]: {w}")
     for label, sel in fits:
         stem = out.with_name(f"{out.name}-{_slug(label)}")
-        _print(console, f"plot: {save_figure(plot_isoflops(sel.fit, title=f'isoFLOP profiles [{label}], {sel.fit.summary()}'), stem)[0]}")
+        fig = plot_isoflops(sel.fit, title=f"isoFLOP profiles [{label}], {sel.fit.summary()}")
+        _print(console, f"plot: {save_figure(fig, stem)[0]}")
