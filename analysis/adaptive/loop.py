@@ -7,8 +7,8 @@ Round 0 trains ``seed_design``. Every later round r:
    target's summary, targets.py); stop ("target") when its width is <= ``target_width``
    or, for a ranking, when the ranking is decided;
 2. plan (planner.py): score every candidate not yet run, choose up to ``batch`` runs
-   within the budget left; stop ("budget") when none fits, ("exhausted") when no action
-   is left that would shrink the width;
+   within the budget left; when it chooses none, stop ("budget") if it would choose runs
+   without the budget, else ("exhausted"): no action is left that would shrink the width;
 3. train the chosen runs (``trainer.train``) and record the round: the candidate table
    with scores (a polars frame, ready to be written as parquet by a caller), the chosen
    runs, the fit before the round.
@@ -20,6 +20,8 @@ trainer.SyntheticTrainer. Nothing here reads a clock: a result depends on its in
 """
 
 from __future__ import annotations
+
+import math
 
 from dataclasses import dataclass
 from typing import Protocol
@@ -114,9 +116,11 @@ def run_adaptive(trainer: Trainer, space: CandidateSpace, seed: pl.DataFrame, bu
         plan = plan_next(space, done, pending, batch=batch, budget_left=budget - spent,
                          noise_sd=noise_sd, level=level, studentized=studentized, target=target)
         rounds.append(Round(r, plan.table, plan.chosen, summary, plan.width))
-        if plan.chosen.height == 0:
-            affordable = pending.filter(pl.col("flops") <= budget - spent).height
-            stopped = "budget" if pending.height and not affordable else "exhausted"
+        if plan.chosen.height == 0:  # "budget" when, without it, the round would choose runs
+            free = plan_next(space, done, pending, batch=batch, budget_left=math.inf,
+                             noise_sd=noise_sd, level=level, studentized=studentized,
+                             target=target)  # (the sweep loop's rule, scalelab.adaptive.loop)
+            stopped = "budget" if free.chosen.height else "exhausted"
             break
         new = trainer.train(plan.chosen.select(cols)).select(*cols, "loss")
         done = pl.concat([done, new.with_columns(pl.lit(r).alias("round"))])

@@ -143,6 +143,9 @@ def actions(space: CandidateSpace, points: SizePoints, done_keys: set[str],
             if not keys and row["behind"] > 0:  # level the best cell's seeds (target_fits.py)
                 keys = [k for k in (space.key(N, best, r) for r in range(space.replicates))
                         if k not in done_keys][:row["behind"]]
+            if not keys:  # one more seed of each rival (target_fits.py)
+                keys = [a.keys[0] for c in points.rivals.get(N, ())
+                        if (a := _next_replicate(space, N, c, done_keys, cost)) is not None]
             if keys:
                 out.append(Action("settle", N, best, tuple(keys), float(row["m"]), cost(keys)))
             continue
@@ -214,8 +217,9 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
         s = points.settled
         design = Design(s["N"].to_numpy() / SCALE, s["m"].to_numpy().astype(float))
         states[name] = _Recipe(sub, post, design, post.cov(design))
-        acts += [dataclasses.replace(a, recipe=name)
-                 for a in actions(sub, points, done_keys, cost) if np.isfinite(a.cost)]
+        mine = [dataclasses.replace(a, recipe=name)
+                for a in actions(sub, points, done_keys, cost) if np.isfinite(a.cost)]
+        acts += mine
     gain0, width_now = _gains(target, states, acts, studentized)
 
     # First pass: every action scored on the current design (the table's columns).

@@ -36,12 +36,12 @@ prior guess of one run's noise (posterior.py) only: it never enters E or its int
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-from analysis.adaptive.space import CandidateSpace
+from analysis.adaptive.space import CandidateSpace, Cell
 from analysis.adaptive.targets import Estimate, Summary, Target
 from analysis.recipes import cells
 from analysis.recipes.kim_law import MIN_SIZES
@@ -49,6 +49,10 @@ from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
 
 __all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge",
            "settled_sizes", "size_points"]
+
+RIVAL_Z = 1.0
+"""Standard errors of the difference within which a less replicated neighbour is a rival
+(module docstring, step 3)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class SizePoints:
     """SUM over cells of SUM_r (y_cr - ybar_c)^2 (the planner's noise guess only)."""
     within_dof: int
     """SUM over cells of (m_c - 1)."""
+    rivals: dict[float, tuple[Cell, ...]] = field(default_factory=dict)
+    """Per N, the best cell's rivals: neighbours with fewer seeds whose mean is within
+    ``RIVAL_Z`` standard errors of the best's (module docstring, step 3)."""
 
     @property
     def settled(self) -> pl.DataFrame:
@@ -86,7 +93,7 @@ def size_points(done: pl.DataFrame, space: CandidateSpace) -> SizePoints:
     rows_schema = {"N": pl.Float64, "loss": pl.Float64, "seed": pl.String, "flops": pl.Float64}
     if done.height == 0:
         return SizePoints(pl.DataFrame(schema=_schema(names)), pl.DataFrame(schema=rows_schema),
-                          0.0, 0)
+                          0.0, 0, {})
     # a run's seed label is its replicate: the rows of a size are in replicate order, the
     # order the report's rows have when the spec's seeds are 0, 1, ... (the mean's sum order)
     frame = done.select(pl.col("N").cast(pl.Float64), *[pl.col(n).cast(pl.Float64) for n in names],
@@ -94,23 +101,37 @@ def size_points(done: pl.DataFrame, space: CandidateSpace) -> SizePoints:
                         *([pl.col("replicate").alias("seed")] if "replicate" in done.columns else []),
                         *([pl.col("flops")] if "flops" in done.columns else []))
     rows, best = cells.best_cells(frame, ["N", *names])
-    scatter = (frame.group_by("N", *names)
+    scatter = (frame.group_by("N", *names, maintain_order=True)
                .agg(((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
-                    (pl.len() - 1).alias("dof")))
-    tried: dict[float, set] = {}
-    for n, *vals in frame.select("N", *names).unique().iter_rows():
-        tried.setdefault(n, set()).add(tuple(a.values.index(v) for a, v in zip(space.axes, vals)))
+                    (pl.len() - 1).alias("dof"), pl.col("loss").mean().alias("mean")))
+    within_ss, within_dof = float(scatter["ss"].sum()), int(scatter["dof"].sum())
+    sd = math.sqrt(within_ss / within_dof) if within_dof > 0 else math.nan
+    tried: dict[float, dict[Cell, tuple[float, int]]] = {}  # N -> cell -> (mean, seeds)
+    for n, *vals, _, dof, mean in scatter.iter_rows():
+        cell = tuple(a.values.index(v) for a, v in zip(space.axes, vals))
+        tried.setdefault(n, {})[cell] = (float(mean), int(dof) + 1)
     runs_at = dict(frame.group_by("N").len().iter_rows())
-    most = dict(scatter.group_by("N").agg((pl.col("dof").max() + 1).alias("m")).iter_rows())
-    out = []
+    out, rivals = [], {}
     for r in best.iter_rows(named=True):
         cell = tuple(a.values.index(r[a.name]) for a in space.axes)
-        behind = int(most[r["N"]] - r["seeds"])
-        settled = behind == 0 and all(c in tried[r["N"]] for c in space.neighbours(cell))
+        behind = max(m for _, m in tried[r["N"]].values()) - r["seeds"]
+        near = [c for c in space.neighbours(cell) if c in tried[r["N"]]]
+        rivals[r["N"]] = tuple(c for c in near if _rival(tried[r["N"]][c], r["mean"], r["seeds"], sd))
+        settled = (behind == 0 and len(near) == len(space.neighbours(cell))
+                   and not rivals[r["N"]])
         out.append({"N": r["N"], **{n: r[n] for n in names}, "loss": r["mean"], "m": r["seeds"],
                     "behind": behind, "settled": settled, "runs": runs_at[r["N"]]})
-    return SizePoints(pl.DataFrame(out, schema=_schema(names)), rows,
-                      float(scatter["ss"].sum()), int(scatter["dof"].sum()))
+    return SizePoints(pl.DataFrame(out, schema=_schema(names)), rows, within_ss, within_dof,
+                      rivals)
+
+
+def _rival(cell: tuple[float, int], best_mean: float, best_m: int, sd: float) -> bool:
+    """A neighbour with fewer seeds than the best cell whose mean is within ``RIVAL_Z``
+    standard errors of the difference above the best's (module docstring, step 3)."""
+    mean, m = cell
+    if m >= best_m or not math.isfinite(sd):
+        return False
+    return mean - best_mean < RIVAL_Z * sd * math.sqrt(1.0 / m + 1.0 / best_m)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ def _done(rows) -> pl.DataFrame:
 def test_size_points_choose_on_the_mean_over_seeds_and_settle_on_neighbours():
     """The best cell is the lowest mean loss over its seeds (the report's rule,
     analysis.recipes.cells), not the lowest replicate 0; a size is settled once every
-    in-grid neighbour of that cell has a run."""
+    in-grid neighbour of that cell has a run and none is a rival (a less replicated
+    neighbour within one standard error of the best's mean)."""
     n = 1e4
     rows = [(n, 64, 1, 0, 2.10), (n, 64, 1, 1, 2.20), (n, 64, 1, 2, 2.18),  # mean 2.16
             (n, 32, 1, 0, 2.15), (n, 128, 1, 0, 2.30), (n, 64, 0.3, 0, 2.40)]
@@ -86,7 +87,14 @@ def test_size_points_choose_on_the_mean_over_seeds_and_settle_on_neighbours():
     assert (row["epochs"], row["wd"], row["m"]) == (64, 1, 4) and row["loss"] == pytest.approx(2.12)
     assert p2.frame["settled"].to_list() == [False]  # (64, 3) not run yet
     p3 = size_points(_done(rows + [(n, 64, 1, 3, 2.00), (n, 64, 3, 0, 2.5)]), SPACE)
-    assert p3.frame["settled"].to_list() == [True]
+    # every neighbour has run, but (32, 1)'s one run (2.15) lies 0.03 above the best's mean,
+    # within RIVAL_Z = 1 standard error of the difference (sd 0.091 from (64, 1)'s 4 seeds:
+    # 0.091 * sqrt(1/1 + 1/4) = 0.10): a rival, so the size waits for its second seed
+    assert p3.frame["settled"].to_list() == [False]
+    assert p3.rivals[n] == ((SPACE.axes[0].values.index(32), SPACE.axes[1].values.index(1)),)
+    p4 = size_points(_done(rows + [(n, 64, 1, 3, 2.00), (n, 64, 3, 0, 2.5), (n, 32, 1, 1, 2.35)]),
+                     SPACE)  # (32, 1): mean 2.25, 0.13 above; 1 SE is 0.091 * sqrt(1/2 + 1/4) = 0.079
+    assert p4.frame["settled"].to_list() == [True] and p4.rivals[n] == ()
 
 
 def test_target_needs_five_settled_sizes_and_gives_the_reports_interval():

@@ -140,17 +140,21 @@ def test_a_one_recipe_target_plans_as_the_single_e_planner():
 
 
 def test_ranking_designs_on_synthetic_recipes():
-    """12 seeds, budget = the full grid (128 runs): no design ever decides the wrong order
-    (measured: adaptive 9 right, grid 6, random 4; 0 wrong), and the adaptive loop decides
-    at least as often as the grid, with less compute (median 0.43 of the budget vs the
-    grid's 0.67). With intervals on 4 sizes (one residual dof) the adaptive loop decided the
-    wrong order in 3 of 12 seeds: the reason for law.MIN_SIZES = 5."""
+    """12 seeds, budget = the full grid (128 runs): no design ever decides the wrong order,
+    and the adaptive loop decides at least as often as the grid. Measured under the
+    report's interval (n - 3 residual dof) with decisions on >= 7 settled sizes per recipe
+    (targets.MIN_DECISION_SIZES): adaptive 7 right, grid 6, random 3; 0 wrong. The price:
+    the adaptive loop decides later than the grid (median 0.88 of the budget vs 0.70), where
+    under the old pooled interval it decided earlier (0.43 vs 0.67). Deciding on 5 or 6
+    sizes, it decided the wrong order in 1 of 12 seeds; on 4 sizes (one residual dof), in 3.
+    The compute bound below is that measurement with room for noise, not a claim of
+    efficiency."""
     study = decision_study(SPACE, recipes, range(12), Ranking({"light": LIGHT, "heavy": HEAVY}),
                            ("heavy", "light"))
     s = {r["design"]: r for r in summarise_decisions(study).iter_rows(named=True)}
     assert all(s[d]["wrong"] == 0 for d in s), s
     assert s["adaptive"]["right"] >= s["grid"]["right"] >= 4, s
-    assert s["adaptive"]["flops_median"] < s["grid"]["flops_median"], s
+    assert s["adaptive"]["flops_median"] <= 0.95, s
 
 
 def test_multiplier_target_reaches_its_width_and_covers_the_truth():
