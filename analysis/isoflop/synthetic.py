@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from analysis.laws.laws import Chinchilla
+
 __all__ = ["SweepDesign", "study_designs", "sweep_points"]
 
 
@@ -57,7 +59,9 @@ class SweepDesign:
         return G * (np.asarray(C, dtype=float) / 6) ** self.true_a
 
     def loss(self, N: np.ndarray, D: np.ndarray) -> np.ndarray:
-        return self.E + self.A / N**self.alpha + self.B / D**self.beta
+        """The law's loss (``laws.Chinchilla``, the one definition of E + A/N^α + B/D^β)."""
+        params = {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
+        return Chinchilla().predict(params, {"N": N, "D": D})
 
 
 def sweep_points(design: SweepDesign) -> pl.DataFrame:
