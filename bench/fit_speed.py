@@ -142,8 +142,9 @@ def main() -> None:
     print(f"cpus: {os.cpu_count()}, {_load()}")
     epoch = load_epoch_chinchilla()
     compare(
-        "Chinchilla, Epoch's data",
-        lambda: fit_law(Chinchilla(), epoch),
+        "Chinchilla, Epoch's data (the grid's starts, as the scipy loop; the default "
+        "variable-projection starts: bench/varpro_speed.py)",
+        lambda: fit_law(Chinchilla(), epoch, starts="grid"),
         args.repeats,
         args.chinchilla_sample,
     )
