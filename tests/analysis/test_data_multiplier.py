@@ -1,6 +1,5 @@
 """analysis.recipes.data_multiplier: the data law's choice (F test for the floor C) and Kim
-et al.'s multiplier with its residual-bootstrap CI, on synthetic data with known truth
-(issue 25, acceptance 2)."""
+et al.'s multiplier with its residual-bootstrap CI, on synthetic data with known truth."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """analysis.recipes.extrapolation: the holdout check of Kim et al.'s law and the coverage of
-its 95% prediction intervals on synthetic studies with known truth (issue 25, acceptance 4).
+its 95% prediction intervals on synthetic studies with known truth.
 
 Coverage band 90-98% over 200 studies (seeds 0..199, fixed): the acceptance's band. Its
 width is not slack for a wrong method: the same rows with the parameter term g Cov g' left

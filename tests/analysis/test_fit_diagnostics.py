@@ -1,4 +1,4 @@
-"""Diagnostics of every fit (issue 11): parameters at a box bound, parameters the data leave
+"""Diagnostics of every fit: parameters at a box bound, parameters the data leave
 open towards a bound, profile-likelihood intervals and their flat sides (curved valleys),
 the share of starts that reached the optimum, seeded starts; and the refusal of data no
 fit can use. Synthetic data with known truth; every tolerance is written where it is used.
@@ -72,7 +72,7 @@ def _rising_with_n(seed):
     return Chinchilla(), data, None
 
 
-# The four fits of issue 11 that ended at a bound with an empty warnings list, recreated,
+# The four fits that once ended at a bound with an empty warnings list, recreated,
 # each with a noise draw on which the fit ends exactly at the bound, as those fits did.
 # Other draws may stop just short of it (test_a_parameter_drifting_to_a_bound_is_never_silent).
 BOUND_CASES = [

@@ -1,4 +1,4 @@
-"""Options of fit_law and fit_data_constrained (issue 11): tied parameters, per-point
+"""Options of fit_law and fit_data_constrained: tied parameters, per-point
 weights, the residual's space and loss, the stage-1 run selection. Synthetic data with
 known truth; every tolerance is written where it is used."""
 

@@ -173,7 +173,7 @@ def test_fit_law_counts_free_parameters_only():
     data = pl.DataFrame({"N": [1e6, 2e6], "loss": [3.5, 3.3]})
     with pytest.raises(TooFewPointsError, match="2 points for 2 free parameters"):
         fit_law(PowerLaw(), data, fixed={"E": 3.0})
-    # One free parameter needs 2 points by the free + 1 rule, but any fit needs 3 (issue 11).
+    # One free parameter needs 2 points by the free + 1 rule, but any fit needs 3.
     with pytest.raises(TooFewPointsError, match="2 points for 1 free parameters .*need >= 3"):
         fit_law(PowerLaw(), data, fixed={"E": 3.0, "alpha": 0.5})
     three = pl.DataFrame({"N": [1e6, 2e6, 4e6], "loss": [3.5, 3.3, 3.2]})

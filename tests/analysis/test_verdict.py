@@ -1,6 +1,5 @@
 """analysis.recipes.verdict: one verdict rule for identified asymptotes and overfitting
-recipes, on synthetic recipes with known truth and on the demo's numbers (issue 25,
-acceptance 1)."""
+recipes, on synthetic recipes with known truth and on the demo's numbers."""
 
 from __future__ import annotations
 

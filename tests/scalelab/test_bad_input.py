@@ -1,4 +1,4 @@
-"""Bad input through the real CLI: one line on stderr, exit 2, no traceback (issue 9, item 4).
+"""Bad input through the real CLI: one line on stderr, exit 2, no traceback.
 
 Each case runs ``python -m scalelab ...`` in a subprocess, as a user would: an alias bomb
 (every YAML reader), non-finite floats, non-UTF-8 bytes, duplicate keys, an empty file,

@@ -1,4 +1,4 @@
-"""Shell conventions of the CLI (issue 14, item 4): ``-h``, ``--version``, completion,
+"""Shell conventions of the CLI: ``-h``, ``--version``, completion,
 conventional metavars and flags, one-line Slurm errors, the ``executor: auto`` line.
 
 Most cases run ``scalelab.cli.main`` in this process (capsys); the missing-``sbatch`` case

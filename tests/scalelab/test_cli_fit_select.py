@@ -101,7 +101,10 @@ def test_where_selects_the_right_runs(sweep, wide, capsys):
     assert select_runs(table, ["block=sizes"]).height == 10
     assert select_runs(table, ["block=sizes", "recipe=standard"]).height == 5
     assert select_runs(table, ["optim.weight_decay!=0.1"]).height == 5
-    assert select_runs(table, ['pl.col("model.preset").is_in(["cpu-50k", "cpu-1m"])']).height == 4
+    # 4 in 'sizes', and every run of 'data' (4) and 'ensemble' (4): they inherit cpu-50k from
+    # the base, and the plan carries each run's own value in the axis column, not null
+    assert select_runs(table, ['pl.col("model.preset").is_in(["cpu-50k", "cpu-1m"])']).height == 12
+    assert select_runs(table, ["block=sizes", 'pl.col("model.preset").is_in(["cpu-50k", "cpu-1m"])']).height == 4
     assert select_runs(table, ["block=ensemble", "member>0"]).height == 3
     code, out, _ = fit(capsys, sweep, "--where", "block=sizes", "--where", "recipe=standard",
                        "--bootstrap", "20")
@@ -161,7 +164,7 @@ def test_x_switches_the_input(sweep, wide, capsys):
         (["--group-by", "recipes"], "unknown column 'recipes' (did you mean 'recipe'?)"),
         (["--law", "chinchilla", "--x", "D"], "--x applies to powerlaw only"),
         (["--x", "Q"], "--x must be one of"),
-        # The 4 ensemble members share one N: a power law in N is refused (issue 11).
+        # The 4 ensemble members share one N: a power law in N is refused.
         (["--where", "block=ensemble"], "all N are equal (51936 at 4 points)"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Corrupt record files (issue 9 item 5): junk or truncated metrics/evals/norms parquet,
+"""Corrupt record files: junk or truncated metrics/evals/norms parquet,
 compacted or a part. Reading names the file in one line; a relaunch sets the file aside
 (never deletes it), goes on from the readable files and says which steps are lost;
 ``scalelab status`` and ``collect`` mark the run and do not crash."""

@@ -1,4 +1,4 @@
-"""The default divergence rule (issue 9 item 7): a train loss above divergence_factor x
+"""The default divergence rule: a train loss above divergence_factor x
 ln(vocab) for divergence_patience steps is DIVERGED, not only a NaN. The pure rule, the
 config fields (and that they keep old run ids), and lr 1000 without clipping through the
 real CLI."""

@@ -1,4 +1,4 @@
-"""Progress of ``tune``, ``fit --bootstrap``, ``report`` and ``collect`` (issue 14):
+"""Progress of ``tune``, ``fit --bootstrap``, ``report`` and ``collect``:
 ``--log-format json`` prints progress events on stderr whose done counts rise to their
 totals, ``-q`` prints none while the result still prints, text lines off a terminal, rich
 bars on one; and the callbacks of ``tune()`` and ``collect()`` themselves."""

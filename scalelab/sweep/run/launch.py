@@ -274,7 +274,7 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
         job_launchers.append(launchers[i])
     decisions = decisions.with_columns(pl.Series("action", actions), pl.Series("reason", reasons))
     report = LaunchReport(sweep_dir, backend.name, decisions)
-    first = _longest_first(table, [j.run_id for j in jobs])
+    first = _longest_first(table, [j.run_id for j in jobs], job_launchers)
     jobs, job_launchers = [jobs[i] for i in first], [job_launchers[i] for i in first]
 
     try:
@@ -326,15 +326,19 @@ def cpu_only(configs: Sequence[Any]) -> bool:
     return bool(configs) and all(str(c.train.device).lower() == "cpu" for c in configs)
 
 
-def _longest_first(table: pl.DataFrame, run_ids: list[str]) -> list[int]:
-    """The launch order of ``run_ids`` (``order.longest_first``; plan order where the table
-    has no cost columns)."""
+def _longest_first(table: pl.DataFrame, run_ids: list[str], launchers: list) -> list[int]:
+    """The launch order of ``run_ids``: each submission group (``resources.groups``, in
+    order of first appearance, as they are submitted) longest run first
+    (``order.longest_first``); plan order where the table has no cost columns."""
     if not run_ids or not {"steps", "flops"} <= set(table.columns):
         return list(range(len(run_ids)))
     cost = dict(zip(table["run_id"].to_list(),
                     zip(table["steps"].to_list(), table["flops"].to_list())))
-    steps, flops = zip(*(cost.get(r, (None, None)) for r in run_ids))
-    return longest_first(steps, flops)
+    out: list[int] = []
+    for _, rows in groups(launchers):
+        steps, flops = zip(*(cost.get(run_ids[i], (None, None)) for i in rows))
+        out += [rows[k] for k in longest_first(steps, flops)]
+    return out
 
 
 def _submit_grouped(backend: Backend, jobs: list[JobSpec], launchers: list) -> list[Handle]:
