@@ -16,6 +16,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.isoflop.isoflop import IsoFlopFit, fit_isoflops
+from analysis.isoflop.window import DEFAULT_WINDOW
 from analysis.tables.select import select_runs
 from analysis.fit.xvars import fit_ready, with_x_columns
 
@@ -38,8 +39,11 @@ def isoflop_selection(
     loss: str = "final_loss",
     n_boot: int = 1000,
     seed: int = 0,
+    window: float | None = DEFAULT_WINDOW,
+    method: str = "parabola",
 ) -> IsoFlopSelection:
-    """Approach 2 on the rows of the runs table ``table`` meeting ``where``."""
+    """Approach 2 on the rows of the runs table ``table`` meeting ``where`` (``window``,
+    ``method``: ``fit_isoflops``'s)."""
     source = with_x_columns(table)
     selected = select_runs(source, where)
     ready = fit_ready(selected, "C" if "C" in selected.columns else "N", loss=loss)
@@ -47,5 +51,5 @@ def isoflop_selection(
         what = "runs after --where" if where else "fit-ready runs"
         raise AnalysisInputError(f"0 {what}: none is COMPLETED with a finite N, D and loss")
     fit = fit_isoflops(ready.data, compute="C", N="N", D="D", loss="loss", n_boot=n_boot,
-                       seed=seed)  # fmt: skip
+                       seed=seed, window=window, method=method)  # fmt: skip
     return IsoFlopSelection(fit, ready.notes + fit.notes, selected.height)

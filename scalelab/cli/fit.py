@@ -18,6 +18,8 @@ it JSON lines. The table and plots print on stdout either way.
 
 from __future__ import annotations
 
+import math
+
 import os
 import re
 from collections.abc import Callable
@@ -46,6 +48,13 @@ def _analysis_errors():
     from analysis.errors import AnalysisInputError
 
     return AnalysisInputError
+
+
+ISOFLOP_METHODS = ("parabola", "interp")
+"""analysis.isoflop.estimate.METHODS (tests/scalelab/test_cli_fit_isoflop_groups.py keeps
+them equal: this module does not import analysis at start-up)."""
+ISOFLOP_WINDOW = 16.0
+"""analysis.isoflop.window.DEFAULT_WINDOW (the same test keeps them equal)."""
 
 
 @app.command("fit")
@@ -87,6 +96,20 @@ def fit_cmd(
         "bootstrap CIs; plot at <sweep>/fit/isoflop. Takes no --law or --x; --group-by "
         "gives one fit per group in one table (docs/isoflop.md).",
     ),
+    window: float = typer.Option(
+        ISOFLOP_WINDOW,
+        "--window",
+        metavar="FACTOR",
+        help="--isoflop only: each budget keeps its runs with N within FACTOR of its "
+        "lowest-loss N (> 1; default 16, from the synthetic study in docs/isoflop.md); 0 "
+        "keeps every run.",
+    ),
+    isoflop_method: str = typer.Option(
+        "parabola",
+        "--isoflop-method",
+        help="--isoflop only: each budget's optimum from a parabola in log N (default) or "
+        "'interp' (a smoothing spline's argmin, Porian et al. 2024).",
+    ),
     holdout_largest: int = typer.Option(
         0,
         "--holdout-largest",
@@ -115,8 +138,10 @@ def fit_cmd(
     _check_out(out)
     check_holdout_option(holdout_largest, (law or "powerlaw").strip().lower().replace("-", "_"),
                          isoflop=isoflop)
+    _check_isoflop_options(isoflop, window, isoflop_method)
     if isoflop:
-        return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output)
+        return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output,
+                        window=window or None, method=isoflop_method)
     key = (law or "powerlaw").strip().lower().replace("-", "_")
     if key not in LAWS:
         raise UserError(
@@ -180,8 +205,27 @@ def _holdouts(sel, k: int) -> list:
         raise UserError(str(err), key="--holdout-largest") from None
 
 
+
+
+def _check_isoflop_options(isoflop: bool, window: float, method: str) -> None:
+    """--window and --isoflop-method: --isoflop's, each checked in one line."""
+    if not isoflop:
+        for flag, given in (("--window", window != ISOFLOP_WINDOW),
+                            ("--isoflop-method", method != "parabola")):
+            if given:
+                raise UserError("applies to --isoflop fits only", key=flag)
+        return
+    if not (window == 0 or (math.isfinite(window) and window > 1)):
+        raise UserError(f"expected a factor > 1 in N, or 0 for every run, got {window:g}",
+                        key="--window")
+    if method not in ISOFLOP_METHODS:
+        raise UserError(f"expected one of {', '.join(ISOFLOP_METHODS)}, got '{method}'"
+                        f"{did_you_mean(method, ISOFLOP_METHODS)}", key="--isoflop-method")
+
+
 def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
-             output: ProgressOutput) -> int:
+             output: ProgressOutput, *, window: float | None = ISOFLOP_WINDOW,
+             method: str = "parabola") -> int:
     """``--isoflop``: refuse the law options, then ``scalelab.cli.fit_isoflop`` (the
     collect, when there is one, reports to ``output``)."""
     from scalelab.cli.fit_isoflop import run_isoflop
@@ -194,7 +238,7 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
     try:
         run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
                     out=out if out is not None else sweep / FIT_FOLDER / "isoflop",
-                    group_by=group_by)  # fmt: skip
+                    group_by=group_by, window=window, method=method)  # fmt: skip
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
     return 0

@@ -82,7 +82,8 @@ def _print(console: Console, line: str) -> None:
 
 
 def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed: int,
-                out: Path, group_by: Sequence[str] = ()) -> None:  # fmt: skip
+                out: Path, group_by: Sequence[str] = (), window: float | None = 16.0,
+                method: str = "parabola") -> None:  # fmt: skip
     """Fit, print and plot; with ``group_by``, one fit per group in one table and a plot
     per group (``<out>-<group>``). The caller maps AnalysisInputError to a UserError; a
     group that cannot be fitted raises one, prefixed with its label."""
@@ -94,7 +95,8 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
 
     console = Console()
     if not group_by:
-        sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed)
+        sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed,
+                                 window=window, method=method)
         fit = sel.fit
         for note in sel.notes:
             _print(console, f"note: {note}")
@@ -112,7 +114,8 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
     for key, part in group_runs(table, group_by):
         label = group_label(key)
         try:
-            sel = isoflop_selection(part, where=where, loss=loss, n_boot=bootstrap, seed=seed)
+            sel = isoflop_selection(part, where=where, loss=loss, n_boot=bootstrap, seed=seed,
+                                    window=window, method=method)
         except AnalysisInputError as err:
             raise AnalysisInputError(f"group {label}: {err}") from None
         fits.append((label, sel))

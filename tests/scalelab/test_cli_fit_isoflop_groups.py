@@ -58,3 +58,42 @@ def test_group_by_bad_input_exits_2_with_one_line(grouped_sweep, capsys, extra, 
     assert _cli(["fit", str(grouped_sweep), "--isoflop", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_isoflop_defaults_are_the_analysis_defaults():
+    """scalelab/cli/fit.py spells them without importing analysis at start-up."""
+    from analysis.isoflop.estimate import METHODS
+    from analysis.isoflop.window import DEFAULT_WINDOW
+    from scalelab.cli.fit import ISOFLOP_METHODS, ISOFLOP_WINDOW
+
+    assert ISOFLOP_WINDOW == DEFAULT_WINDOW and ISOFLOP_METHODS == METHODS
+
+
+def test_window_and_method_reach_the_fit(grouped_sweep, capsys, monkeypatch):
+    """--window 0 keeps every run, --isoflop-method interp: the printed exponent is the
+    library's for the same options."""
+    from analysis.isoflop.from_runs import isoflop_selection
+
+    monkeypatch.setenv("COLUMNS", "220")
+    table = pl.read_parquet(grouped_sweep / "runs.parquet")
+    for extra, kw in ((["--window", "0"], {"window": None}),
+                      (["--isoflop-method", "interp"], {"method": "interp"}),
+                      ([], {})):
+        code = _cli(["fit", str(grouped_sweep), "--isoflop", "--where", "recipe=standard",
+                     "--bootstrap", "20", *extra])
+        out = capsys.readouterr().out
+        fit = isoflop_selection(table, where=["recipe=standard"], n_boot=20, **kw).fit
+        assert code == 0 and f"N_opt ∝ C^a: a = {fit.a:.4f}" in out, (extra, out)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--isoflop", "--window", "1"], "--window"),
+    (["--isoflop", "--window", "nan"], "--window"),
+    (["--isoflop", "--isoflop-method", "spline"], "expected one of parabola, interp"),
+    (["--window", "8"], "applies to --isoflop fits only"),
+    (["--isoflop-method", "interp"], "applies to --isoflop fits only"),
+])
+def test_window_and_method_bad_input_exit_2_with_one_line(grouped_sweep, capsys, extra, message):
+    assert _cli(["fit", str(grouped_sweep), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
