@@ -110,6 +110,14 @@ def fit_cmd(
         help="--isoflop only: each budget's optimum from a parabola in log N (default) or "
         "'interp' (a smoothing spline's argmin, Porian et al. 2024).",
     ),
+    profile: bool = typer.Option(
+        False,
+        "--profile",
+        help="Also each free parameter's 95% profile-likelihood interval, one line per "
+        "parameter and group, each end marked [profile] (the refitted rise crosses the "
+        "threshold there, verified 0.5-2x), [box] (it stays below up to the bound) or 'not "
+        "found' (docs/fit_diagnostics.md). Slower: one walk of refits per end.",
+    ),
     holdout_largest: int = typer.Option(
         0,
         "--holdout-largest",
@@ -139,6 +147,8 @@ def fit_cmd(
     check_holdout_option(holdout_largest, (law or "powerlaw").strip().lower().replace("-", "_"),
                          isoflop=isoflop)
     _check_isoflop_options(isoflop, window, isoflop_method)
+    if profile and isoflop:
+        raise UserError("--isoflop fits no law: no parameters to profile", key="--profile")
     if isoflop:
         return _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out, output,
                         window=window or None, method=isoflop_method)
@@ -174,6 +184,9 @@ def fit_cmd(
         console.print(line, markup=False, highlight=False)
     for h in holdouts:
         console.print(h.line(), markup=False, highlight=False, soft_wrap=True)
+    if profile:
+        for line in _profile_lines(sel, grouped=bool(group_by)):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     base = out if out is not None else sweep / FIT_FOLDER / (key if x in (None, "N") else f"{key}_{x}")
     for i, g in enumerate(sel.groups):
         stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
@@ -205,6 +218,21 @@ def _holdouts(sel, k: int) -> list:
         raise UserError(str(err), key="--holdout-largest") from None
 
 
+
+
+def _profile_lines(sel, *, grouped: bool) -> list[str]:
+    """``--profile``: ``Profile.describe()`` of every free parameter of every group, or why a
+    parameter has none."""
+    out = []
+    for g in sel.groups:
+        head = f"profile [{g.label}]" if grouped else "profile"
+        for name in g.result.free:
+            try:
+                line = g.result.profile(name).describe()
+            except _analysis_errors() as err:
+                line = f"{name}: no profile ({err})"
+            out.append(f"{head}: {line}")
+    return out
 
 
 def _check_isoflop_options(isoflop: bool, window: float, method: str) -> None:
