@@ -51,8 +51,12 @@ _ENSEMBLES = f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}"
 
 
 def _num(v) -> str:
+    """A table cell: integer-valued floats of 1,000 and more (a size N, a token count) in
+    full with thousands separators, other floats to 5 significant digits."""
     if isinstance(v, float):
-        return "inf" if math.isinf(v) else ("" if math.isnan(v) else f"{v:.5g}")
+        if math.isinf(v) or math.isnan(v):
+            return "inf" if math.isinf(v) else ""
+        return f"{v:,.0f}" if abs(v) >= 1e3 and v == round(v) and abs(v) < 1e15 else f"{v:.5g}"
     return "" if v is None else str(v)
 
 

@@ -81,9 +81,15 @@ def _why_not(fit) -> str | None:
 
 
 def _law(fit) -> str:
+    """The fitted law, with why its asymptote is not given; no parameters from fewer points
+    than the law needs (``kim_law.min_sizes``): they would be numbers, not results."""
     if fit is None:
         return "not fitted"
+    from analysis.recipes.kim_law import min_sizes
+
     why = _why_not(fit)
+    if fit.x.size < min_sizes(fit.n_free):
+        return f"not fitted: {why}"
     return f"{fit}  (R^2 {fit.r2:.3f}, {fit.x.size} points)" + (f"  [{why}]" if why else "")
 
 
