@@ -3,7 +3,7 @@
 import pytest
 
 from analysis.recipes.synthetic import synthetic_runs
-from scalelab.cli import main
+from _cli_exit import exit_code as run
 
 
 @pytest.fixture()
@@ -13,11 +13,6 @@ def sweep(tmp_path):
     synthetic_runs().write_parquet(d / "runs.parquet")
     return d
 
-
-def run(argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 def test_fit_prints_parameters_with_cis_and_saves_plot(sweep, capsys):

@@ -11,7 +11,7 @@ from analysis.plots.isoflop import plot_isoflops
 from analysis.plots.plots import save_figure
 from analysis.tables.published import HOFFMANN, HOFFMANN_EXPONENTS
 from analysis.recipes.synthetic import synthetic_isoflop_runs
-from scalelab.cli import main
+from _cli_exit import exit_code as _cli
 
 TRUE_A = HOFFMANN["beta"] / (HOFFMANN["alpha"] + HOFFMANN["beta"])  # 0.4516
 TRUE_B = HOFFMANN["alpha"] / (HOFFMANN["alpha"] + HOFFMANN["beta"])  # 0.5484
@@ -189,11 +189,6 @@ def iso_sweep(tmp_path):
     _with_budget(_runs(), off).write_parquet(d / "runs.parquet")
     return d
 
-
-def _cli(argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 def test_cli_isoflop_prints_budgets_exponents_and_saves_plot(iso_sweep, capsys, monkeypatch):

@@ -11,13 +11,8 @@ import polars as pl
 import pytest
 
 from analysis.recipes.infinite_compute import analyze
-from scalelab.cli import main
+from _cli_exit import exit_code as run
 
-
-def run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 @pytest.fixture()

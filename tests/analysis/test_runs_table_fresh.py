@@ -11,14 +11,9 @@ import polars as pl
 import pytest
 
 from analysis.tables.layout import PLAN_FILE, RUNS_FILE, RUNS_FOLDER, SPEC_FILE, STATUS_FILE
-from scalelab.cli import main
+from _cli_exit import exit_code as run
 from scalelab.sweep.view.collect import collect, runs_table_stale
 
-
-def run(argv: list[str]) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 @pytest.fixture()

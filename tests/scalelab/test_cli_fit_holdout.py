@@ -16,7 +16,7 @@ import pytest
 
 from analysis.recipes.extrapolation import holdout_check, holdout_largest
 from analysis.recipes.kim_law import SCALE
-from scalelab.cli import main
+from _cli_exit import exit_code as run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.errors.IdentifiabilityWarning")
 
@@ -43,11 +43,6 @@ def _sweep(path, loss: np.ndarray | None, groups: dict[str, np.ndarray] | None =
     pl.concat(frames).write_parquet(path / "runs.parquet")
     return path
 
-
-def run(argv) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in argv])
-    return exc.value.code
 
 
 def _fit(sweep, tmp_path, *extra) -> tuple[list[str], dict]:

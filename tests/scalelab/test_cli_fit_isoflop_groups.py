@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 
 from analysis.recipes.synthetic import synthetic_isoflop_runs
-from scalelab.cli import main
+from _cli_exit import exit_code as _cli
 
 OFFSETS = (-0.3, 0.2, 0.0, 0.3, -0.15)
 
@@ -20,11 +20,6 @@ def grouped_sweep(tmp_path):
     pl.concat([a, b, two], how="diagonal_relaxed").write_parquet(d / "runs.parquet")
     return d
 
-
-def _cli(argv):
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    return exc.value.code
 
 
 def test_group_by_gives_one_row_per_group_and_a_plot_each(grouped_sweep, capsys, monkeypatch):

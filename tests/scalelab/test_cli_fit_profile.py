@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from analysis import PowerLaw, fit_law
-from scalelab.cli import main
+from _cli_exit import exit_code as _run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.errors.IdentifiabilityWarning")
 
@@ -24,11 +24,6 @@ def _sweep(path, loss) -> object:
         path / "runs.parquet")
     return path
 
-
-def _run(argv) -> int:
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in argv])
-    return exc.value.code
 
 
 def test_profile_lines_are_the_librarys(tmp_path, capsys):
