@@ -88,7 +88,8 @@ class _Side:
     def locate(self, inner: _Point, outer: _Point) -> tuple[End, _Point | None]:
         """(the end between ``inner`` and ``outer``, None) or, when the outer point's rise
         came from a refit that left the valley (refitted from a verified point, it falls
-        below the threshold), (a placeholder, that point: the walk resumes from it)."""
+        below the threshold), (a "not found" end the caller discards, that point: the walk
+        resumes from it)."""
         ratio = float("nan")
         for _ in range(_REFINE):
             c = self.brent(inner, outer)
