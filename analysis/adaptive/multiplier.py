@@ -37,6 +37,7 @@ import numpy as np
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.targets import Estimate, Objective, Summary, Target, satterthwaite, t_width
 from analysis.recipes import data_multiplier as dm
+from analysis.recipes.asymptotes import t_scaled_se
 
 __all__ = ["Multiplier"]
 
@@ -64,7 +65,8 @@ class Multiplier(Target):
 
     def reported(self, e: Estimate) -> dm.Multiplier:
         """The report's multiplier of the estimate's E (``data_multiplier``)."""
-        return dm.data_multiplier(self.law, e.E, math.sqrt(max(e.var, 0.0)), self.L_ref,
+        se = t_scaled_se(math.sqrt(max(e.var, 0.0)), e.dof, self.level)
+        return dm.data_multiplier(self.law, e.E, se, self.L_ref,
                                   n_boot=self.n_boot, seed=self.seed, level=self.level)
 
     def summary(self, est: Mapping[str, Estimate]) -> Summary:

@@ -39,6 +39,7 @@ __all__ = [
     "AsymptoteFit",
     "compare_asymptotes",
     "compute_optimal",
+    "t_scaled_se",
     "compute_optimal_constrained",
     "data_efficiency",
     "effective_data",
@@ -107,9 +108,23 @@ class AsymptoteFit:
         h = stats.t.ppf(0.5 + level / 2, self.dof) * self.se["C"]
         return (self.C - h, self.C + h)
 
+    def c_se_t(self, level: float = 0.95) -> float:
+        """C's standard error widened for its Student-t interval (``t_scaled_se``)."""
+        return t_scaled_se(self.se["C"], self.dof, level)
+
     def __str__(self) -> str:
         power = "x" if self.n_free == 2 and self.B == 1.0 else f"x^{self.B:.4g}"
         return f"{self.A:.4g}/{power} + {self.C:.4f}"
+
+
+def t_scaled_se(se: float, dof: float, level: float = 0.95) -> float:
+    """``se`` widened by t_{dof} / z at ``level``: a normal with this scale has the Student-t
+    interval's ends (estimate +- t se) as its quantiles. A bootstrap that draws an
+    asymptote from a normal (``data_multiplier``) needs it: with 5 sizes (2 residual dof) t
+    is 4.30 against z's 1.96, and the plain standard error would make the multiplier's
+    interval half as wide as the asymptote's own."""
+    z = stats.norm.ppf(0.5 + level / 2)
+    return float(stats.t.ppf(0.5 + level / 2, max(dof, 1)) / z * se)
 
 
 def fit_asymptote(x, y, fixed_B: float | None = None, w=None) -> AsymptoteFit:

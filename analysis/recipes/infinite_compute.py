@@ -25,6 +25,8 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
   U0 (Kim's "1x"), with a residual-bootstrap CI (``data_multiplier.data_multiplier``). Without
   a floor the multiplier is a lower bound. A multiplier that cannot be trusted (L at or below
   the floor, an infinite CI, or beyond 1e6) is left out (nan, with the reason in ``why``).
+- **budgets**: where a recipe has runs at several budgets U, its asymptote and multiplier at
+  each (``budgets``): whether the gain persists at larger budgets.
 - ``reportable``: whether an asymptote may be written as a number (>= 4 points, a finite
   interval, identified). Markdown: ``analysis.report.infinite_compute_md``; figure in the manner
   of Kim et al.'s Figure 1: ``analysis.plots.recipes``.
@@ -47,6 +49,8 @@ from analysis.tables.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
 from analysis.tables.runs import drop_stale
+from analysis.recipes.budgets import SCHEMA as BUDGET_SCHEMA
+from analysis.recipes.budgets import budget_asymptotes
 from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.cells import best_cells, cell_columns, size_points
 from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
@@ -113,6 +117,9 @@ class RecipeAnalysis:
     the rows ``scalelab compare`` compares, for the verdicts' paired bootstrap."""
     replicates: Replicates = NONE
     """The sweep's replicate seeds and the SD of one run's loss (``replicates``)."""
+    budgets: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=BUDGET_SCHEMA))
+    """Each non-reference recipe's asymptote and multiplier at every budget U where it has
+    runs of enough sizes, when it has runs at >= 2 budgets (``budgets.budget_asymptotes``)."""
 
 
 def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
@@ -322,14 +329,16 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
             cand.append((f"{row['block']} student{at}{seeds}", float(row["loss"]), 0.0))
     for name, fit in fits.items():
         if fit is not None and reportable(fit) is None:
-            cand.append((f"{name} asymptote", fit.C, fit.se["C"]))
+            cand.append((f"{name} asymptote", fit.C, fit.c_se_t()))
     multipliers = _multipliers(cand, data_law, ref_loss)
+    budgets = budget_asymptotes(tagged, cols, data_points, data_law, ref_name)
     return RecipeAnalysis(U0, best, fits, ens, k_fits, members, data_points, data_fit, ref_loss,
                           students, asymptotes, multipliers, notes, reference=ref_name,
                           data_law=None if isinstance(data_law, str) else data_law,
                           recipe_source=rows.source, has_ensembles=ensembles is not None,
                           cell_rows=cell_rows_of,
-                          replicates=find_replicates(runs, ensembles, loss=loss))
+                          replicates=find_replicates(runs, ensembles, loss=loss),
+                          budgets=budgets)
 
 
 def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None) -> str | None:

@@ -31,7 +31,8 @@ from analysis.recipes.infinite_compute import (
     reportable,
 )
 from analysis.progress import Reporter, Sections, progress_fn
-from analysis.recipes.holdout_lines import holdout_lines
+from analysis.recipes.budgets import budget_lines
+from analysis.report.holdout_lines import holdout_lines
 from analysis.recipes.verdicts import RULE, verdict_lines
 from analysis.tables.layout import (
     ENSEMBLE_EVALS_FILE,
@@ -153,7 +154,7 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
     md += ["## Extrapolation check", "",
            "Each law refitted without its largest size (and its largest two, with >= 6 sizes); "
            "the held-out losses against the refit's 95% prediction interval "
-           "(analysis.recipes.holdout_lines; coverage on synthetic studies: docs/extrapolation.md).",
+           "(analysis.report.holdout_lines; coverage on synthetic studies: docs/extrapolation.md).",
            ""]
     md += [f"- {line}" for line in holdout_lines(res) or ["no identified law to check"]] + [""]
     md += ["## Best loss per model size", "", _md(res.best_per_n.select("recipe", "N", "loss", "name")), ""]
@@ -182,6 +183,12 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
                "(analysis.recipes.data_multiplier). 95% CI: residual bootstrap of the data law, "
                "with the compared loss drawn from its standard error.", law, ""]
         md += _multiplier_table(res)
+    if res.budgets.height:
+        md += ["### At each budget U", "",
+               "Each recipe's asymptote vs N fitted at every budget where it has runs of enough "
+               f"sizes, and its multiplier there against the {res.reference} recipe's best loss at "
+               "that budget (analysis.recipes.budgets):", ""]
+        md += [f"- {line}" for line in budget_lines(res.budgets, res.reference)] + [""]
     if res.notes:
         md += ["## Notes", ""] + [f"- {n}" for n in res.notes] + [""]
     return md

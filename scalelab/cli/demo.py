@@ -181,7 +181,13 @@ def _summary(res, path: Path, echo) -> None:
         rows = []
     for row in rows:
         echo(f"  {row['recipe']:<40} loss {_num(row['loss'])}  {_mult(row)}")
-    from analysis.recipes.holdout_lines import holdout_lines
+    if res.budgets.height:
+        from analysis.recipes.budgets import budget_lines
+
+        echo(f"\nAt each budget U (asymptote vs N at that U; multiplier vs the {res.reference} recipe's best there):")
+        for line in budget_lines(res.budgets, res.reference):
+            echo(f"  {line}")
+    from analysis.report.holdout_lines import holdout_lines
 
     echo("\nExtrapolation check (each law refitted without its largest size(s); 95% prediction "
          "intervals, docs/extrapolation.md):")

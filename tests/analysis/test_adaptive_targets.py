@@ -14,6 +14,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from analysis.adaptive import Axis, CandidateSpace, SyntheticTrainer, run_adaptive, seed_design
 from analysis.adaptive.benchmark import decision_study, summarise_decisions
@@ -107,11 +108,13 @@ def test_multiplier_gradient_matches_finite_differences():
 
 def test_multiplier_summary_is_the_reports_multiplier():
     """The value and CI are data_multiplier's (the report's call: its bootstrap, its seed)
-    for the recipe's E and standard error; a refused one is its reason, no number."""
+    for the recipe's E and its standard error widened for the t-interval of its 5 residual
+    dof (``t_scaled_se``, as the report does); a refused one is its reason, no number."""
     law = data_law(0.005)
     target = Multiplier("x", SPACE, law, L_REF)
     s = target.summary({"x": Estimate(1.95, 1e-4, 5, 8)})
-    m = data_multiplier(law, 1.95, 1e-2, L_REF)
+    se = 1e-2 * stats.t.ppf(0.975, 5) / stats.norm.ppf(0.975)
+    m = data_multiplier(law, 1.95, se, L_REF)
     assert m.identified and (s.value, s.lo, s.hi) == (m.value, m.lo, m.hi)
     assert s.width == pytest.approx(math.log(m.hi / m.lo), rel=1e-12)
     below = target.summary({"x": Estimate(law.C - 0.01, 1e-4, 5, 8)})
@@ -161,8 +164,11 @@ def test_multiplier_target_reaches_its_width_and_covers_the_truth():
     """The multiplier of E (truth 1.95) against a data law fitted per seed to the
     reference's losses at 7 budgets U (truth A, B, C = 0.8, 0.35, 1.6; noise 0.005), as the
     report chooses and values it: the adaptive loop runs until the bootstrap CI's
-    log-width is <= 0.7. The interval covers the true multiplier (10.6x) in >= 10 of 12
-    seeds."""
+    log-width is <= 0.7 or the grid's compute is spent. The interval covers the true
+    multiplier (10.6x) in >= 10 of 12 seeds (measured: 11), and >= 11 of 12 reach the width
+    within the grid's compute (measured: 11; seed 10 ends at 1.26). Before E's standard
+    error was widened for its t-interval (``asymptotes.t_scaled_se``) all 12 reached it:
+    the interval was too narrow then, not the loop faster."""
     A, B, C = DATA
     truth = ((L_REF - C) / (1.95 - C)) ** (1 / B)
     covered, widths = 0, []
@@ -176,5 +182,5 @@ def test_multiplier_target_reaches_its_width_and_covers_the_truth():
         if math.isfinite(s.width):
             widths.append(s.width)
             covered += s.lo <= truth <= s.hi
-    assert len(widths) == 12 and max(widths) <= 0.7 + 1e-12
+    assert len(widths) == 12 and sum(w <= 0.7 + 1e-12 for w in widths) >= 11, widths
     assert covered >= 10, covered

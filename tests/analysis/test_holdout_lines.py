@@ -1,4 +1,4 @@
-"""The report's extrapolation check (``analysis.recipes.holdout_lines``): every identified
+"""The report's extrapolation check (``analysis.report.holdout_lines``): every identified
 law vs N is refitted without its largest size (and largest two with >= 6 sizes) and the
 held-out losses are predicted; the data law likewise; an unidentified law has no line."""
 
@@ -12,7 +12,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_recipe_verdicts import _runs  # noqa: E402
 
-from analysis.recipes.holdout_lines import holdout_lines  # noqa: E402
+from analysis.report.holdout_lines import holdout_lines  # noqa: E402
 from analysis.recipes.infinite_compute import analyze  # noqa: E402
 
 
