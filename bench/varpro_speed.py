@@ -1,6 +1,6 @@
 """Time the variable-projection starts (solvers/varpro.py) against the 4,500-start grid.
 
-    python bench/varpro_speed.py [--repeats 11]
+    python bench/varpro_speed.py [--repeats 11] [--threads default]
 
 Both are full ``fit_law`` calls of the Chinchilla law on Epoch's 240 points (Besiroglu et
 al. 2024, arXiv 2404.10102): ``starts="grid"`` (float32 LM screen of 4,500 starts, LM
@@ -10,12 +10,23 @@ interleaved, ``repeats`` pairs, so load from other jobs on a shared machine hits
 alike; the printed ratio is the median over pairs of grid CPU / varpro CPU (process time),
 with the minimum times beside it. Also prints both objectives and their relative gap
 (acceptance: <= 1e-9).
+
+BLAS runs on one thread (set here before numpy loads, for both fits alike): the fits' 3x3 to
+5x5 solves gain nothing from threads, and on a loaded 2-core machine the threads' spinning
+made the ratio vary from 4.0x to 4.6x over runs (varpro's time is the more affected: more of
+it is small solves) where one thread gives 7.7x. ``--threads default`` keeps the
+environment's setting.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+if "--threads" not in sys.argv:  # before numpy is imported (module docstring)
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
 import time
 import warnings
 
@@ -33,6 +44,7 @@ def _cpu(fn):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--threads", choices=["default"], help="keep the environment's BLAS threads")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     data = load_epoch_chinchilla()

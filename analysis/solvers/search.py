@@ -22,8 +22,11 @@ polish the best of those. Each stage reports to, and stops on, the fit's clock
    on a flat valley (Epoch's A-B one, a stage-2 DataConstrained fit's R_D*) IRLS creeps by
    steps that gtol 1e-9 or ftol 1e-12 would take for convergence, 1e-12 to 2e-12 relative
    short of the optimum.
-3. Polish: the ``POLISH`` = 4 best of those go through scipy's L-BFGS-B (analytic
-   gradient, ftol 1e-15, gtol 1e-10); the lowest objective wins.
+3. Polish: the ``POLISH`` = 4 best of those with distinct end points (more than
+   ``POLISH_SAME`` = 1e-6 apart in every internal coordinate's max-norm: rows LM took to
+   one point would polish to one optimum) go through scipy's L-BFGS-B (analytic gradient,
+   ftol 1e-15, gtol 1e-10); the lowest objective wins. On Epoch's data all 8 varpro starts
+   end at one point, so one polish replaces four (solvers/varpro.py).
 
 When the time budget runs out, the stage running stops where it is; the later stages are
 skipped (the screen's kept rows are rescored in float64) and the best point so far stands.
@@ -49,6 +52,7 @@ __all__ = [
     "SCREEN_HALVE_EVERY",
     "SCREEN_ITERS",
     "SCREEN_MIN_ACTIVE",
+    "distinct_best",
     "polish_best",
     "polish_one",
     "screen_and_continue",
@@ -64,6 +68,7 @@ KEEP = 64
 CONTINUE_ITERS = 500
 CONTINUE_FTOL = 1e-15
 POLISH = 4
+POLISH_SAME = 1e-6
 
 
 def search(
@@ -146,12 +151,26 @@ def screen_and_continue(
     )
 
 
+def distinct_best(cont: BatchResult, n: int, tol: float = POLISH_SAME) -> np.ndarray:
+    """Indices of the ``n`` lowest-objective continued rows whose end points differ: a row
+    within ``tol`` (max-norm over the internal coordinates) of a better kept one is the
+    same end point, which L-BFGS-B would polish to the same optimum, and is skipped."""
+    order = np.argsort(np.where(np.isfinite(cont.f), cont.f, np.inf), kind="stable")
+    kept: list[int] = []
+    for j in order:
+        if len(kept) == n:
+            break
+        if not kept or np.min(np.max(np.abs(cont.x[kept] - cont.x[j]), axis=1)) > tol:
+            kept.append(int(j))
+    return np.array(kept, dtype=int)
+
+
 def polish_best(
     obj: Objective, cont: BatchResult, lo: np.ndarray, hi: np.ndarray, clock: FitClock, n: int
 ) -> tuple[np.ndarray, float, bool]:
     """Step 3: scipy-polish the ``n`` best continued rows; (z, F, converged) of the best.
     Once the time budget is spent, no further row is polished (the best so far stands)."""
-    best = np.argsort(np.where(np.isfinite(cont.f), cont.f, np.inf))[: max(n, 1)]
+    best = distinct_best(cont, max(n, 1))
     report = clock.monitor("polish", best.size, best.size)
     cands: list[tuple[np.ndarray, float, bool]] = []
     for i, j in enumerate(best):

@@ -125,3 +125,17 @@ def test_where_varpro_applies():
     assert fit_law(Chinchilla(), data, fixed={"E": 1.8}, warn=False).n_starts == 6 * 6 * 5 * 5
     with pytest.raises(AnalysisInputError, match="starts='varpro' needs the chinchilla law"):
         fit_law(Chinchilla(), data, fixed={"E": 1.8}, starts="varpro", warn=False)
+
+
+def test_polish_skips_rows_that_ended_at_one_point():
+    """``search.distinct_best``: rows within POLISH_SAME of a better kept row are one end
+    point and are not polished twice; rows farther apart are kept, best first."""
+    from analysis.solvers.multistart import BatchResult
+    from analysis.solvers.search import POLISH_SAME, distinct_best
+
+    x = np.array([[0.0, 1.0], [0.0, 1.0 + POLISH_SAME / 2], [0.5, 1.0], [0.0, 1.0 - POLISH_SAME / 3],
+                  [0.5, 1.0 + 2 * POLISH_SAME]])
+    f = np.array([1.0, 0.9, 2.0, np.nan, 3.0])
+    cont = BatchResult(x=x, f=f, n_iter=np.zeros(5, int), converged=np.ones(5, bool))
+    assert distinct_best(cont, 4).tolist() == [1, 2, 4]  # 0 and 3 end where 1 does
+    assert distinct_best(cont, 1).tolist() == [1]
