@@ -54,14 +54,16 @@ class SweepDesign:
         return self.beta / (self.alpha + self.beta)
 
     def n_opt(self, C) -> np.ndarray:
-        """The true compute-optimal N*(C) = G (C/6)^a."""
-        G = (self.alpha * self.A / (self.beta * self.B)) ** (1 / (self.alpha + self.beta))
-        return G * (np.asarray(C, dtype=float) / 6) ** self.true_a
+        """The true compute-optimal N*(C) = G (C/6)^a (``laws.Chinchilla.compute_optimal``)."""
+        return Chinchilla.compute_optimal(self._params, C)[0]
+
+    @property
+    def _params(self) -> dict[str, float]:
+        return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
 
     def loss(self, N: np.ndarray, D: np.ndarray) -> np.ndarray:
         """The law's loss (``laws.Chinchilla``, the one definition of E + A/N^α + B/D^β)."""
-        params = {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta}
-        return Chinchilla().predict(params, {"N": N, "D": D})
+        return Chinchilla().predict(self._params, {"N": N, "D": D})
 
 
 def sweep_points(design: SweepDesign) -> pl.DataFrame:

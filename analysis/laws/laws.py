@@ -223,6 +223,16 @@ class Chinchilla(Law):
             return lp
         return lp, [(w1, None), (w2, None), (w3, None), (w1, -logN), (w2, -logD)]
 
+    @staticmethod
+    def compute_optimal(params: Mapping[str, float], C) -> tuple[np.ndarray, np.ndarray]:
+        """The compute-optimal (N*, D*) at compute C = 6 N D (Hoffmann et al. 2022, eq. 4):
+        N* = G (C/6)^a, D* = G^-1 (C/6)^b, G = (alpha A / (beta B))^(1/(alpha+beta)),
+        a = beta / (alpha+beta), b = alpha / (alpha+beta). C: a scalar or array (FLOPs)."""
+        A, B, al, be = (float(params[k]) for k in ("A", "B", "alpha", "beta"))
+        G = (al * A / (be * B)) ** (1.0 / (al + be))
+        c6 = np.asarray(C, dtype=float) / 6.0
+        return G * c6 ** (be / (al + be)), c6 ** (al / (al + be)) / G
+
 
 def _saturation(
     x: np.ndarray, rho: np.ndarray, grad: bool

@@ -32,7 +32,7 @@ import polars as pl
 from scipy import optimize, stats
 
 from analysis.errors import AnalysisInputError
-from analysis.laws.laws import DataConstrained
+from analysis.laws.laws import Chinchilla, DataConstrained
 from analysis.recipes.kim_law import fit_kim, profile_fit
 
 __all__ = [
@@ -166,12 +166,9 @@ def joint_asymptote(N_billions, k_asymptotes) -> AsymptoteFit:
 
 
 def compute_optimal(params: Mapping[str, float], C) -> tuple[np.ndarray, np.ndarray]:
-    """Chinchilla-optimal (N_opt, D_opt) at compute C (FLOPs, C = 6 N D)."""
-    A, B, al, be = (float(params[k]) for k in ("A", "B", "alpha", "beta"))
-    G = (al * A / (be * B)) ** (1.0 / (al + be))
-    a, b = be / (al + be), al / (al + be)
-    c6 = np.asarray(C, dtype=float) / 6.0
-    return G * c6**a, c6**b / G
+    """Chinchilla-optimal (N_opt, D_opt) at compute C (FLOPs, C = 6 N D):
+    ``laws.Chinchilla.compute_optimal``, the one closed form."""
+    return Chinchilla.compute_optimal(params, C)
 
 
 def compute_optimal_constrained(
