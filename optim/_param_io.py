@@ -21,6 +21,7 @@ __all__ = [
     "host_steps",
     "local",
     "params_with_grads",
+    "real",
     "restore_fp32_state",
     "write_param_",
     "write_params_",
@@ -31,9 +32,9 @@ FOREACH_CHUNK_NUMEL: dict[str, int] = {"cpu": 1 << 16, "default": 1 << 24}
 
 CPU: 2^16, 256 KiB per fp32 list, so the five lists of an AdamW chunk (w, m, v, g and the
 denominators) stay in a core's L2 through the chunk's sweeps. torch's CPU foreach ops are a C++
-loop of the per-tensor kernels, so larger chunks stream every op through memory: on
-bench/optim_step.py's model (one thread), AdamW's step took ~10% and Muon's momentum ~40% longer
-with 2^20. Other devices: 2^24 or the group's largest tensor, whichever is larger, so a chunk's
+loop of the per-tensor kernels, so larger chunks stream every op through memory: on the model
+of bench/optim_step.py in the scalelab repository (one thread), AdamW's step took ~10% and
+Muon's momentum ~40% longer with 2^20. Other devices: 2^24 or the group's largest tensor, whichever is larger, so a chunk's
 fp32 temporaries (AdamW: the denominators, and for bf16 params the fp32 grads and weights)
 exceed the per-parameter loop's, a few copies of the largest tensor, by at most a few 64 MiB
 lists."""
@@ -46,6 +47,13 @@ def _is_dtensor(t: torch.Tensor) -> bool:
 def local(t: torch.Tensor) -> torch.Tensor:
     """The rank-local tensor of a DTensor (a view sharing storage), or ``t`` itself."""
     return t.to_local() if _is_dtensor(t) else t
+
+
+def real(t: torch.Tensor) -> torch.Tensor:
+    """``torch.view_as_real`` of a complex tensor (a [..., 2] view sharing storage), else ``t``:
+    elementwise optimizers treat a complex param as its real and imaginary parts, as
+    ``torch.optim.AdamW`` does."""
+    return torch.view_as_real(t) if t.is_complex() else t
 
 
 def global_index(p: torch.Tensor) -> int | torch.Tensor:
@@ -75,8 +83,9 @@ def write_param_(
     step: int,
     param_id: int,
 ) -> None:
-    """Store the fp32 local ``value`` into param ``p``: exact for fp32, SR or nearest for bf16."""
-    dst = local(p)
+    """Store the fp32 local ``value`` into param ``p``: exact for fp32, SR or nearest for bf16
+    (a complex ``p`` through its real view, ``real``)."""
+    dst = real(local(p))
     if dst.dtype == torch.bfloat16 and stochastic_rounding:
         stochastic_round_(
             dst, value, seed=seed, step=step, param_id=param_id, offset=global_index(p)
@@ -106,7 +115,7 @@ def write_params_(
     """
     dsts, srcs = [], []
     for i, (p, value) in enumerate(zip(ps, values)):
-        dst = local(p)
+        dst = real(local(p))
         sr = stochastic_rounding and dst.dtype == torch.bfloat16
         if foreach and not sr and dst.dtype != value.dtype:
             dsts.append(dst)

@@ -26,7 +26,7 @@ capturable), and the bias corrections and step sizes are float64 tensor math tha
 bit for bit, the Python float math of a host-scalar t (``bias_corrections``, ``step_sizes``;
 torch.optim.AdamW's capturable path computes them as tensors too, in fp32). On CPU
 each step writes exactly the bits of the former host-scalar implementation
-(optim/tests/test_foreach.py); ``_descend_`` says where CUDA may differ in the last bit. Only
+(optim/tests/test_foreach.py in the scalelab repository); ``_descend_`` says where CUDA may differ in the last bit. Only
 stochastic rounding reads the step counts on the host (its Philox key is an integer): once
 per ``step()`` call, ``optim._param_io.host_steps``.
 
@@ -48,11 +48,35 @@ from ._param_io import (
     foreach_chunks,
     local,
     params_with_grads,
+    real,
     restore_fp32_state,
     write_params_,
 )
+from ._validate import (
+    SETTINGS_KEY,
+    check_bool,
+    check_dense_grads,
+    check_int,
+    check_range,
+    check_saved_groups,
+    check_saved_settings,
+    repr_with_settings,
+)
 
-__all__ = ["AdamW", "adamw_update_", "bias_corrections", "step_sizes"]
+__all__ = ["AdamW", "adamw_update_", "bias_corrections", "check_adamw_group", "step_sizes"]
+
+
+def check_adamw_group(owner: str, group: dict) -> None:
+    """lr, eps, weight_decay >= 0 and betas in [0, 1) (torch.optim.AdamW's rules), else a
+    ValueError naming ``owner`` and the key."""
+    check_range(owner, "lr", group["lr"], 0.0)
+    betas = group["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{owner}: betas must be a pair (beta1, beta2), got {betas!r}")
+    for i, b in enumerate(betas):
+        check_range(owner, f"betas[{i}]", b, 0.0, 1.0, hi_open=True)
+    check_range(owner, "eps", group["eps"], 0.0)
+    check_range(owner, "weight_decay", group["weight_decay"], 0.0)
 
 
 def bias_corrections(steps: list[Tensor], beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
@@ -134,7 +158,7 @@ def _descend_(ws: list[Tensor], ms: list[Tensor], denoms: list[Tensor], sizes: T
     Inductor fuses. torch's CPU addcdiv computes (s·m)/d, so both forms give the bits of the
     former host-scalar step; its CUDA kernels compute s·(m/d), which the first form matches (as
     the former step did for a float η) and the second can miss by an ulp (so can the traced fma,
-    optim/tests/test_compile.py).
+    optim/tests/test_compile.py in the scalelab repository).
     """
     if sizes.device.type == "cpu" and not torch.compiler.is_compiling():
         torch._foreach_addcdiv_(ws, ms, denoms, -sizes)
@@ -147,20 +171,28 @@ class AdamW(torch.optim.Optimizer):
 
     Args:
         params: iterable of params or param-group dicts.
-        lr: η (float or 0-D tensor; a tensor avoids torch.compile recompiles, pytorch #130467).
-        betas: (β1, β2).
-        eps: added to the bias-corrected sqrt(v).
-        weight_decay: λ, decoupled: w ← w(1 - ηλ).
+        lr: η >= 0 (float or 0-D tensor; a tensor avoids torch.compile recompiles, pytorch #130467).
+        betas: (β1, β2), each in [0, 1).
+        eps: >= 0, added to the bias-corrected sqrt(v).
+        weight_decay: λ >= 0, decoupled: w ← w(1 - ηλ).
         stochastic_rounding: write bf16 params with SR (keyword-only). The SR key needs the step
             counts on the host: read once per ``step()`` call (``optim._param_io.host_steps``).
         master_weights: keep an fp32 master for non-fp32 params; exact (keyword-only).
-        seed: global SR seed; use the same on every rank.
+        seed: global SR seed (an int >= 0); use the same on every rank.
         foreach: multi-tensor ``torch._foreach_*`` math (True), or the per-parameter loop
             (False, the reference); bitwise equal on CPU. None (default) means True on every
             device: the ops exist everywhere (fused kernels on CUDA; on CPU a C++ loop that, in
             cache-sized chunks, runs as fast as the loop: ``optim._param_io.FOREACH_CHUNK_NUMEL``),
             and the chunks bound the fp32 temporaries held at once.
     Defaults are torchao's ``_AdamW`` (lr 1e-3, (0.9, 0.999), 1e-8, wd 1e-2).
+
+    Every argument is checked at construction (and every added group's lr, betas, eps,
+    weight_decay), with a ValueError naming it. Complex params are stepped as their real and
+    imaginary parts (``torch.view_as_real``), as ``torch.optim.AdamW`` does; sparse gradients
+    raise torch's RuntimeError. State is created lazily, at the first step where a param has a
+    grad (as ``torch.optim``): frozen params cost nothing. ``state_dict()["settings"]`` records
+    stochastic_rounding, master_weights, seed and foreach; ``load_state_dict`` refuses one whose
+    settings differ (``optim._validate.check_saved_settings``).
     """
 
     def __init__(
@@ -176,47 +208,65 @@ class AdamW(torch.optim.Optimizer):
         seed: int = 0,
         foreach: bool | None = None,
     ):
-        if not (float(lr) >= 0.0):
-            raise ValueError(f"AdamW: invalid lr {lr}")
-        if not all(0.0 <= float(b) < 1.0 for b in betas):
-            raise ValueError(f"AdamW: betas must be in [0, 1), got {betas}")
-        if not float(eps) >= 0.0 or not float(weight_decay) >= 0.0:
-            raise ValueError(f"AdamW: eps and weight_decay must be >= 0, got {eps}, {weight_decay}")
+        check_bool("AdamW", "stochastic_rounding", stochastic_rounding)
+        check_bool("AdamW", "master_weights", master_weights)
+        check_int("AdamW", "seed", seed, 0)
+        if foreach is not None:
+            check_bool("AdamW", "foreach", foreach)
         if stochastic_rounding and master_weights:
             raise ValueError("AdamW: choose stochastic_rounding or master_weights, not both")
+        self.stochastic_rounding = stochastic_rounding
+        self.master_weights = master_weights
+        self.seed = seed
+        self.foreach = True if foreach is None else foreach
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
-        self.stochastic_rounding = bool(stochastic_rounding)
-        self.master_weights = bool(master_weights)
-        self.seed = int(seed)
-        self.foreach = True if foreach is None else bool(foreach)
-        for p in self._params():  # pre-populated: identical state keys on every rank (DCP)
-            self._init_state(p)
 
-    def _params(self):
-        for group in self.param_groups:
-            yield from group["params"]
+    def add_param_group(self, param_group: dict) -> None:
+        """torch's, then the group's hyperparameters are checked (``check_adamw_group``)."""
+        super().add_param_group(param_group)
+        check_adamw_group("AdamW", self.param_groups[-1])
+
+    def settings(self) -> dict[str, bool | int]:
+        """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
+        return {
+            "stochastic_rounding": self.stochastic_rounding, "master_weights": self.master_weights,
+            "seed": self.seed, "foreach": self.foreach,
+        }  # fmt: skip
+
+    def __repr__(self) -> str:
+        return repr_with_settings(super().__repr__(), self.settings())
 
     def _init_state(self, p: Tensor) -> None:
         st = self.state[p]
         if st:
             return
+        w = real(p)
         st["step"] = torch.tensor(0.0, dtype=torch.float32)
-        st["exp_avg"] = torch.zeros_like(p, dtype=torch.float32, memory_format=torch.preserve_format)
-        st["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32, memory_format=torch.preserve_format)
-        if self.master_weights and p.dtype != torch.float32:
-            st["master"] = p.detach().to(torch.float32).clone()
+        st["exp_avg"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
+        st["exp_avg_sq"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
+        if self.master_weights and w.dtype != torch.float32:
+            st["master"] = w.detach().to(torch.float32).clone()
+
+    def state_dict(self) -> dict:
+        """torch's, plus ``"settings"`` (``settings()``, plain values: weights_only-safe)."""
+        return {**super().state_dict(), SETTINGS_KEY: self.settings()}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, after refusing a foreign state_dict or different settings; fp32 state kept."""
+        check_saved_groups("AdamW", state_dict, self.defaults)
+        check_saved_settings("AdamW", state_dict, self.settings())
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)
 
     def _weight(self, p: Tensor) -> Tensor:
-        """The fp32 working copy w of p: its master, p itself (fp32), or p upcast."""
+        """The fp32 working copy w of p: its master, p itself (fp32; a complex64 p's real view),
+        or p upcast."""
         st = self.state[p]
         if "master" in st:
             return local(st["master"])
-        return local(p) if p.dtype == torch.float32 else local(p).to(torch.float32)
+        w = real(local(p))
+        return w if w.dtype == torch.float32 else w.to(torch.float32)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -224,6 +274,7 @@ class AdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_dense_grads("AdamW", self.param_groups)
         work = params_with_grads(self.param_groups)  # SR ids: positions over all groups
         live = [p for _, ps, _ in work for p in ps]
         for p in live:
@@ -245,14 +296,14 @@ class AdamW(torch.optim.Optimizer):
         bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
         sizes = step_sizes(lr, bc1)
         decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
-        chunks = foreach_chunks([local(p) for p in ps]) if foreach else [[i] for i in range(len(ps))]
+        chunks = foreach_chunks([real(local(p)) for p in ps]) if foreach else [[i] for i in range(len(ps))]
         for idx in chunks:
             ws = [self._weight(ps[i]) for i in idx]
             adamw_update_(
                 ws,
                 [local(states[i]["exp_avg"]) for i in idx],
                 [local(states[i]["exp_avg_sq"]) for i in idx],
-                [local(ps[i].grad).to(torch.float32) for i in idx],
+                [real(local(ps[i].grad)).to(torch.float32) for i in idx],
                 sizes[idx],
                 bc2_sqrt[idx],
                 decay=decay, beta1=beta1, beta2=beta2, eps=group["eps"], foreach=foreach,

@@ -12,6 +12,7 @@ into the exact per-step schedule used by ``optim.newton_schulz`` and ``band``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -138,9 +139,11 @@ def resolve(coefficients: Coefficients, steps: int) -> tuple[list[Triple], float
         preset = PRESETS.get(coefficients)
         if preset is None:
             names = ", ".join(sorted(PRESETS))
+            close = difflib.get_close_matches(coefficients, list(PRESETS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(
                 f"newton_schulz: unknown coefficients preset {coefficients!r}; expected one of "
-                f"{names} or a list of (a, b, c) triples"
+                f"{names} or a list of (a, b, c) triples{hint}"
             )
         triples = list(preset.triples[:steps])
         if len(triples) < steps:

@@ -14,7 +14,7 @@ an FSDP2 ``Shard(0)`` parameter they run on the local shard with no communicatio
 | class | s(G) | init (before ×ρ) |
 |---|---|---|
 | Spectral | polar(G)·sqrt(d_out/d_in) (normalized=False: ·sqrt(d_out); max=True: factor floored at 1; blocks=k: per row block) | orthogonal·factor |
-| SpectralConv | polar(G.reshape(out, -1))·sqrt(out/in)/k^(ndim-2) | orthogonal per tap·factor |
+| SpectralConv | polar(G.reshape(out, -1))·sqrt(out/in)/(kernel elements: kh·kw) | orthogonal per tap·factor |
 | ColNorm | columns to RMS 1 (normalized: 1/d_in); transpose=True acts on rows (embedding) | normal, columns rescaled |
 | RowNorm | rows to ℓ2 1/sqrt(d_in) (normalized=False: 1) | normal, rows rescaled |
 | Sign | sign(G)/d_in (normalized=False: sign(G)) | ±1/d_in |
@@ -144,7 +144,14 @@ class Spectral(LMO):
 
 @dataclass(frozen=True)
 class SpectralConv(LMO):
-    """Conv filters [out, in, k(, k)]: polar of the flattened [out, in·k^r], ×sqrt(out/in)/k^r."""
+    """Conv filters [out, in, *kernel]: polar of the flattened [out, in·prod(kernel)],
+    ×sqrt(out/in)/prod(kernel).
+
+    The factor is Scion's conv scaling (Pethick et al. 2025, "Training deep learning models with
+    norm-constrained LMOs", arXiv 2502.07529; LIONS-EPFL/scion): sqrt(d_out/d_in) divided by the
+    number of kernel taps, k² for a square k×k kernel. For a kh×kw kernel the taps are kh·kw (a
+    (1, 3) and a (3, 1) kernel both 3), the count a square kernel's k² stands for.
+    """
 
     steps: int = 5
     coefficients: str | tuple = "jordan"
@@ -153,8 +160,9 @@ class SpectralConv(LMO):
 
     @staticmethod
     def factor(shape: torch.Size) -> float:
-        out_c, in_c, k = shape[0], shape[1], shape[2]
-        return math.sqrt(out_c / in_c) / k ** (len(shape) - 2)
+        """sqrt(out/in) / (number of kernel taps) for a filter of ``shape`` [out, in, *kernel]."""
+        out_c, in_c, taps = shape[0], shape[1], math.prod(shape[2:])
+        return math.sqrt(out_c / in_c) / taps
 
     def direction(self, g):
         o = _polar(g.reshape(g.shape[0], -1), self.method, self.steps, self.coefficients)

@@ -1,8 +1,9 @@
 """Muon: momentum, then Newton-Schulz orthogonalisation, for hidden weight matrices
 (Jordan's Muon blog, kellerjordan.github.io/posts/muon; Moonlight, arXiv 2502.16982).
 
-Per matrix parameter W [d_out, d_in] (conv filters are flattened to [out, in·k·k]) with
-gradient G, all math in fp32:
+Per matrix parameter W [d_out, d_in] (conv filters are flattened to [out, in·k·k]; in a group
+with ``batched=True`` a ≥3-D weight [..., d_out, d_in], e.g. MoE experts [E, out, in], is a
+batch of matrices, each orthogonalised on its own) with gradient G, all math in fp32:
 
     M <- μ·M + G                           momentum, sum form (Moonlight, Dion)
     U = G + μ·M  (Nesterov)  or  U = M
@@ -11,7 +12,8 @@ gradient G, all math in fp32:
     W <- W - η·s·O                         s = shape scale, see SHAPE_SCALES
 
 ``torch.optim.Muon`` uses the EMA form M <- βM + (1-β)G; its U is (1-β) times ours and
-NS divides the scale away, so the updates agree (optim/tests/test_muon.py).
+NS divides the scale away, so the updates agree (optim/tests/test_muon.py in the scalelab
+repository).
 
 Param groups with ``use_muon=False`` are stepped by ``optim.AdamW`` (group keys lr, betas,
 eps, weight_decay), so one optimizer (and one LR scheduler) holds a whole model;
@@ -45,8 +47,22 @@ from optim._param_io import (
     restore_fp32_state,
     write_param_,
 )
-from optim.adamw import AdamW
-from optim.coefficients import Coefficients
+from optim._validate import (
+    SETTINGS_KEY,
+    check_bool,
+    check_choice,
+    check_dense_grads,
+    check_int,
+    check_range,
+    check_real_params,
+    check_saved_groups,
+    check_saved_settings,
+    dtype_name,
+    repr_with_settings,
+    triton_available,
+)
+from optim.adamw import AdamW, check_adamw_group
+from optim.coefficients import Coefficients, resolve
 from optim.distributed import (
     ddp_matrix_apply,
     fsdp_matrix_apply,
@@ -66,6 +82,24 @@ def _blocks(group: dict) -> int:
     """Row blocks orthogonalised apart (group key ``blocks``; 1 when absent, as in state_dicts
     saved before the key existed)."""
     return int(group.get("blocks", 1))
+
+
+def _batched(group: dict) -> bool:
+    """Whether the group's ≥3-D weights are batches of matrices over their leading dims (group
+    key ``batched``; False when absent: flattened to [d_out, d_in·k·k] like a conv filter)."""
+    return bool(group.get("batched", False))
+
+
+def _piece_shape(group: dict, shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(count, rows, cols) of the matrices a param (or its update) of ``shape`` splits into:
+    ``batched``: prod(leading dims) matrices [d_out, d_in]; else one [shape[0], prod(rest)]
+    matrix (conv filters flattened); either way each cut into ``blocks`` row blocks."""
+    k = _blocks(group)
+    if _batched(group):
+        lead, rows, cols = math.prod(shape[:-2]), shape[-2], shape[-1]
+    else:
+        lead, rows, cols = 1, shape[0], math.prod(shape[1:])
+    return lead * k, rows // k, cols
 
 
 def shape_scale(mode: str, d_out: int, d_in: int) -> float:
@@ -108,22 +142,44 @@ def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, 
     return out
 
 
+def _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed_mode, foreach) -> None:
+    """Muon's optimizer-level arguments (not group keys), each with a ValueError naming it."""
+    if not isinstance(ns_dtype, torch.dtype) or not ns_dtype.is_floating_point:
+        raise ValueError(f"Muon: ns_dtype must be a floating torch.dtype (e.g. torch.bfloat16), got {ns_dtype!r}")
+    check_choice("Muon", "ns_backend", ns_backend, BACKENDS)
+    if ns_backend == "triton" and not triton_available():
+        raise ValueError("Muon: ns_backend='triton' needs the triton package, which is not importable "
+                         "(pip install 'scalelab-optim[triton]', or use ns_backend='auto')")
+    check_bool("Muon", "stochastic_rounding", stochastic_rounding)
+    check_int("Muon", "seed", seed, 0)
+    check_choice("Muon", "distributed_mode", distributed_mode, MODES)
+    if foreach is not None:
+        check_bool("Muon", "foreach", foreach)
+
+
 class Muon(torch.optim.Optimizer):
     """Muon for matrix params, optionally AdamW for ``use_muon=False`` groups (module docstring).
 
     Args:
         params: params or param-group dicts; a group may set ``use_muon=False`` and any key below,
             and ``blocks=k``: orthogonalise each of k equal row blocks apart, with its own shape
-            scale (fused [W_Q; W_K; W_V] weights, ``optim.fused_qkv``; not for FSDP-sharded params).
-        lr: η (float or 0-D tensor: no torch.compile recompiles on change, pytorch #130467).
-        momentum: μ (float or 0-D tensor).
-        weight_decay: λ, decoupled, multiplied by the base lr (float or 0-D tensor).
+            scale (fused [W_Q; W_K; W_V] weights, ``optim.fused_qkv``; not for FSDP-sharded params);
+            and ``batched=True``: a ≥3-D weight [..., d_out, d_in] (MoE experts [E, out, in]) is
+            a batch of [d_out, d_in] matrices, each orthogonalised and shape-scaled on its own (one
+            batched Newton-Schulz call), instead of flattened to [d_out, d_in·k·k] like a conv
+            filter (the default, False; not for FSDP-sharded params).
+        lr: η >= 0 (float or 0-D tensor: no torch.compile recompiles on change, pytorch #130467).
+        momentum: μ in [0, 1) (float or 0-D tensor).
+        weight_decay: λ >= 0, decoupled, multiplied by the base lr (float or 0-D tensor).
         nesterov: U = G + μM instead of M.
-        ns_steps, coefficients: the Newton-Schulz schedule (``optim.coefficients``).
+        ns_steps, coefficients: the Newton-Schulz schedule (``optim.coefficients``): an int >= 1
+            and a preset name or triples that ``optim.coefficients.resolve`` accepts for it.
         shape_scale: one of SHAPE_SCALES.
         betas, eps: AdamW moments and epsilon of the ``use_muon=False`` groups.
-        ns_dtype: dtype of the NS iteration (bf16 by default, as every reference; fp32 for tests).
-        ns_backend: ``optim.newton_schulz`` backend ("auto": Triton on large CUDA matrices).
+        ns_dtype: floating dtype of the NS iteration (bf16 by default, as every reference; fp32
+            for tests).
+        ns_backend: ``optim.newton_schulz`` backend ("auto": Triton on large CUDA matrices;
+            "triton" is refused at construction when triton is not importable).
         stochastic_rounding: write bf16 params with ``optim.stochastic_round_`` (else nearest).
         seed: SR seed; the same on every rank.
         distributed_mode: "auto" | "none" | "ddp" | "fsdp".
@@ -132,6 +188,15 @@ class Muon(torch.optim.Optimizer):
             reference); bitwise equal on CPU. None (default) means True, as for ``optim.AdamW``.
     Defaults are KellerJordan/Muon's (lr 0.02, μ 0.95, Nesterov, wd 0, 5 Jordan steps;
     aux AdamW (0.9, 0.95), eps 1e-10).
+
+    Every argument and group key is checked at construction (ValueError naming it, the value
+    and what is allowed). Muon groups refuse complex params (as ``torch.optim.Muon``); the
+    ``use_muon=False`` groups step complex params as ``torch.optim.AdamW`` does. Sparse gradients
+    raise torch's RuntimeError. State is created lazily, at the first step where a param has a
+    grad (as ``torch.optim``): frozen params cost nothing. ``state_dict()["settings"]`` records
+    ns_dtype (as a string), ns_backend, stochastic_rounding, seed, distributed_mode (resolved)
+    and foreach; ``load_state_dict`` refuses a state_dict whose settings differ, or whose groups
+    lack Muon's keys (e.g. a ``torch.optim.Muon`` one), and warns on one with no settings.
     """
 
     def __init__(
@@ -155,10 +220,7 @@ class Muon(torch.optim.Optimizer):
         process_group=None,
         foreach: bool | None = None,
     ):
-        if distributed_mode not in MODES:
-            raise ValueError(f"Muon: distributed_mode must be one of {MODES}, got {distributed_mode!r}")
-        if ns_backend not in BACKENDS:
-            raise ValueError(f"Muon: ns_backend must be one of {BACKENDS}, got {ns_backend!r}")
+        _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed_mode, foreach)
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "coefficients": coefficients, "shape_scale": shape_scale,
@@ -167,10 +229,10 @@ class Muon(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.ns_dtype = ns_dtype
         self.ns_backend = ns_backend
-        self.stochastic_rounding = bool(stochastic_rounding)
-        self.seed = int(seed)
+        self.stochastic_rounding = stochastic_rounding
+        self.seed = seed
         self.process_group = process_group
-        self.foreach = True if foreach is None else bool(foreach)
+        self.foreach = True if foreach is None else foreach
         for group in self.param_groups:
             self._check_group(group)
         muon_params = [p for g in self.param_groups if g["use_muon"] for p in g["params"]]
@@ -186,37 +248,66 @@ class Muon(torch.optim.Optimizer):
         aux_groups = [g for g in self.param_groups if not g["use_muon"]]
         if aux_groups:
             self._aux = self._make_aux(aux_groups)
-            self.state.update(self._aux.state)  # AdamW pre-populated its state: adopt it
         self._link_aux()
-        for group in self.param_groups:  # pre-populated: same state keys on every rank (DCP)
-            if group["use_muon"]:
-                for p in group["params"]:
-                    self._init_state(p)
 
     def _check_group(self, group: dict) -> None:
-        for key in ("lr", "momentum", "weight_decay"):
-            if not float(group[key]) >= 0.0:
-                raise ValueError(f"Muon: {key} must be >= 0, got {group[key]}")
-        if group["use_muon"]:
-            shape_scale(group["shape_scale"], 1, 1)  # validates the name
-            blocks = _blocks(group)
-            for p in group["params"]:
-                if blocks > 1 and (p.shape[0] % blocks or is_dtensor(p)):
-                    raise ValueError(
-                        f"Muon: blocks={blocks} needs a plain tensor whose {p.shape[0]} rows "
-                        f"split into {blocks} (shape {tuple(p.shape)})"
-                    )
-                if p.ndim < 2:
-                    raise ValueError(
-                        f"Muon: a {p.ndim}-D param of shape {tuple(p.shape)} is in a Muon group; "
-                        "put vectors, embeddings and the head in a group with use_muon=False "
-                        "(optim.routing.muon_param_groups does this by name)"
-                    )
+        """Every key of a group (``optim._validate``), and its params against them."""
+        check_bool("Muon", "use_muon", group["use_muon"])
+        if not group["use_muon"]:
+            check_adamw_group("Muon", group)
+            return
+        check_range("Muon", "lr", group["lr"], 0.0)
+        check_range("Muon", "momentum", group["momentum"], 0.0, 1.0, hi_open=True)
+        check_range("Muon", "weight_decay", group["weight_decay"], 0.0)
+        check_bool("Muon", "nesterov", group["nesterov"])
+        check_int("Muon", "ns_steps", group["ns_steps"], 1)
+        try:
+            resolve(group["coefficients"], group["ns_steps"])
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"Muon: coefficients={group['coefficients']!r} refused: {e}") from None
+        check_choice("Muon", "shape_scale", group["shape_scale"], SHAPE_SCALES)
+        check_int("Muon", "blocks", group.get("blocks", 1), 1)
+        check_bool("Muon", "batched", group.get("batched", False))
+        check_real_params("Muon", group["params"], "Muon's orthogonalised updates (use_muon=True)")
+        blocks = _blocks(group)
+        for p in group["params"]:
+            if (blocks > 1 or _batched(group)) and is_dtensor(p):
+                raise ValueError(
+                    f"Muon: blocks={blocks}, batched={_batched(group)} need plain tensors, "
+                    f"got a DTensor of shape {tuple(p.shape)}"
+                )
+            if p.ndim < 2:
+                raise ValueError(
+                    f"Muon: a {p.ndim}-D param of shape {tuple(p.shape)} is in a Muon group; "
+                    "put vectors, embeddings and the head in a group with use_muon=False "
+                    "(optim.routing.muon_param_groups does this by name)"
+                )
+            rows = p.shape[-2] if _batched(group) else p.shape[0]
+            if rows % blocks:
+                raise ValueError(
+                    f"Muon: blocks={blocks} needs matrices whose {rows} rows "
+                    f"split into {blocks} (shape {tuple(p.shape)})"
+                )
 
     def _make_aux(self, groups: list[dict]) -> AdamW:
         """The ``optim.AdamW`` that steps the ``use_muon=False`` groups, with this optimizer's settings."""
         kw = {"stochastic_rounding": self.stochastic_rounding, "seed": self.seed, "foreach": self.foreach}
         return AdamW([dict(g) for g in groups], **kw)
+
+    def settings(self) -> dict[str, str | int | bool]:
+        """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
+        return {
+            "ns_dtype": dtype_name(self.ns_dtype), "ns_backend": self.ns_backend,
+            "stochastic_rounding": self.stochastic_rounding, "seed": self.seed,
+            "distributed_mode": self.distributed_mode, "foreach": self.foreach,
+        }  # fmt: skip
+
+    def __repr__(self) -> str:
+        return repr_with_settings(super().__repr__(), self.settings())
+
+    def state_dict(self) -> dict:
+        """torch's, plus ``"settings"`` (``settings()``, plain values: weights_only-safe)."""
+        return {**super().state_dict(), SETTINGS_KEY: self.settings()}
 
     def _link_aux(self) -> None:
         """Point the AdamW helper at this optimizer's AdamW groups and state (the same objects),
@@ -237,18 +328,15 @@ class Muon(torch.optim.Optimizer):
             return
         group = self.param_groups[-1]
         self._check_group(group)
-        if group["use_muon"]:
-            for p in group["params"]:
-                self._init_state(p)
-        else:
+        if not group["use_muon"]:
             if self._aux is None:
                 self._aux = self._make_aux([group])
-                self.state.update(self._aux.state)
             self._link_aux()
-            for p in group["params"]:  # AdamW pre-populates only at construction
-                self._aux._init_state(p)
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, after refusing a foreign state_dict or different settings; fp32 state kept."""
+        check_saved_groups("Muon", state_dict, self.defaults)
+        check_saved_settings("Muon", state_dict, self.settings())
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)  # keep fp32 momentum/moments of bf16 params
         self._link_aux()
@@ -259,6 +347,7 @@ class Muon(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_dense_grads("Muon", self.param_groups)
         if self._aux is not None:
             self._aux.step()
         work = params_with_grads([g for g in self.param_groups if g["use_muon"]], first_id=_SR_ID_BASE)
@@ -273,8 +362,8 @@ class Muon(torch.optim.Optimizer):
         for group, ps, ids in work:
             key = (group["ns_steps"], repr(group["coefficients"]))
             for p, u, pid in zip(ps, self._momentum(group, ps), ids):
-                flat = u.reshape(u.shape[0], math.prod(u.shape[1:]))  # [rows, in·k·k]
-                jobs.setdefault(key, []).append((p, group, flat, pid, next(sr_steps)))
+                pieces = u.reshape(_piece_shape(group, tuple(u.shape)))  # [count, rows, cols]
+                jobs.setdefault(key, []).append((p, group, pieces, pid, next(sr_steps)))
         for items in jobs.values():
             group0 = items[0][1]
             ns_steps, coeffs = group0["ns_steps"], group0["coefficients"]
@@ -282,12 +371,12 @@ class Muon(torch.optim.Optimizer):
             def ns(x: Tensor, steps=ns_steps, coeffs=coeffs) -> Tensor:  # [B, m, n] -> [B, m, n]
                 return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend)
 
-            pairs = [(p, b) for p, group, u, *_ in items for b in u.chunk(_blocks(group))]
+            pairs = [(p, b) for p, _, pieces, *_ in items for b in pieces.unbind(0)]
             updates = iter(self._orthogonalise(pairs, ns))
-            for p, group, _, pid, sr_step in items:  # row blocks back together (one: no copy)
-                blocks = [next(updates) for _ in range(_blocks(group))]
-                o = blocks[0] if len(blocks) == 1 else torch.cat(blocks)
-                self._apply(p, group, o, pid, sr_step)
+            for p, _group, pieces, pid, sr_step in items:  # pieces back together (one: no copy)
+                done = [next(updates) for _ in range(pieces.shape[0])]
+                o = done[0] if len(done) == 1 else torch.stack(done)
+                self._apply(p, _group, o, pid, sr_step)
         return loss
 
     def _momentum(self, group: dict, ps: list[Tensor]) -> list[Tensor]:
@@ -329,7 +418,8 @@ class Muon(torch.optim.Optimizer):
         """W <- W(1 - ηλ) - η·s·O on the local rows, written back in p's dtype (``sr_step``:
         the step count keying stochastic rounding, 0 when SR is off)."""
         lr, wd = group["lr"], group["weight_decay"]
-        s = shape_scale(group["shape_scale"], p.shape[0] // _blocks(group), math.prod(p.shape[1:]))
+        _, rows, cols = _piece_shape(group, tuple(p.shape))
+        s = shape_scale(group["shape_scale"], rows, cols)
         w = local(p)
         if w.dtype != torch.float32:
             w = w.to(torch.float32)

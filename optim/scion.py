@@ -30,6 +30,18 @@ from torch import nn
 
 from ._param_io import advance_steps_, local, params_with_grads, restore_fp32_state, write_param_
 from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles
+from ._validate import (
+    SETTINGS_KEY,
+    check_bool,
+    check_choice,
+    check_dense_grads,
+    check_int,
+    check_range,
+    check_real_params,
+    check_saved_groups,
+    check_saved_settings,
+    repr_with_settings,
+)
 from .fused_qkv import split_fused
 from .lmo import (
     LMO,
@@ -95,6 +107,16 @@ class Scion(torch.optim.Optimizer):
             (replicated params: split the Spectral work over ranks), "fsdp", or "none".
             As ``optim.Muon``: DDP is never assumed, ask for it.
         process_group: group for "ddp" (default: the world) and "fsdp" (default: the mesh's).
+
+    Every argument and group key is checked at construction (ValueError naming it: lr >= 0,
+    momentum in [0, 1), scale >= 0, constrained and init bools, a known norm). Complex params
+    are refused (the LMOs are real), sparse gradients raise torch's RuntimeError. State is
+    created lazily, at the first step where a param has a grad (as ``torch.optim``).
+    ``state_dict()["settings"]`` records stochastic_rounding, seed and distributed_mode;
+    ``load_state_dict`` refuses a state_dict whose settings differ or whose groups lack Scion's
+    keys, and warns on one with no settings.
+    A 3-D weight [E, out, in] in a ``Spectral()`` group is a batch of E matrices, each with its
+    own polar factor (``Auto`` and ``scion_param_groups`` treat ≥3-D weights as conv filters).
     """
 
     def __init__(
@@ -116,29 +138,38 @@ class Scion(torch.optim.Optimizer):
             "lr": lr, "momentum": momentum, "norm": norm, "norm_kwargs": norm_kwargs or {},
             "scale": scale, "constrained": constrained, "init": True,
         }  # fmt: skip
-        self.stochastic_rounding = bool(stochastic_rounding)
-        self.seed = int(seed)
-        if distributed_mode not in MODES:
-            raise ValueError(f"Scion: distributed_mode must be one of {MODES}, got {distributed_mode!r}")
+        check_bool("Scion", "stochastic_rounding", stochastic_rounding)
+        check_int("Scion", "seed", seed, 0)
+        check_choice("Scion", "distributed_mode", distributed_mode, MODES)
+        self.stochastic_rounding = stochastic_rounding
+        self.seed = seed
         self.distributed_mode = distributed_mode
         self.process_group = process_group
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict) -> None:
-        """Validate the group, resolve its ``norm`` and pre-populate its state (keys for DCP)."""
+        """Validate the group and resolve its ``norm`` (state comes at the param's first grad)."""
         if "unconstrained" in param_group:
             raise ValueError("Scion: use constrained=False instead of unconstrained=True")
         own_kwargs = "norm_kwargs" in param_group or "norm" not in param_group
         super().add_param_group(param_group)
         group = self.param_groups[-1]
-        if not float(group["lr"]) >= 0.0:
-            raise ValueError(f"Scion: invalid lr {group['lr']}")
-        if not 0.0 <= float(group["momentum"]) < 1.0:
-            raise ValueError(f"Scion: momentum (= 1 - alpha) must be in [0, 1), got {group['momentum']}")
+        check_range("Scion", "lr", group["lr"], 0.0)
+        check_range("Scion", "momentum (= 1 - alpha)", group["momentum"], 0.0, 1.0, hi_open=True)
+        check_range("Scion", "scale", group["scale"], 0.0)
+        check_bool("Scion", "constrained", group["constrained"])
+        check_bool("Scion", "init", group["init"])
+        check_real_params("Scion", group["params"], "norm LMOs")
         kwargs = group.pop("norm_kwargs", {})
         group["norm"] = resolve_norm(group["norm"], **(kwargs if own_kwargs else {}))
-        for p in group["params"]:
-            self._init_state(p)
+
+    def settings(self) -> dict[str, bool | int | str]:
+        """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
+        return {"stochastic_rounding": self.stochastic_rounding, "seed": self.seed,
+                "distributed_mode": self.distributed_mode}
+
+    def __repr__(self) -> str:
+        return repr_with_settings(super().__repr__(), self.settings())
 
     def _init_state(self, p: torch.Tensor) -> None:
         st = self.state[p]
@@ -153,9 +184,13 @@ class Scion(torch.optim.Optimizer):
         for group in sd["param_groups"]:  # fresh dicts: the live groups keep their LMOs
             if isinstance(group.get("norm"), LMO):
                 group["norm"] = group["norm"].to_spec()
-        return sd
+        return {**sd, SETTINGS_KEY: self.settings()}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, after refusing a foreign state_dict or different settings; LMOs rebuilt from
+        their specs, fp32 state kept."""
+        check_saved_groups("Scion", state_dict, [k for k in self.defaults if k != "norm_kwargs"])
+        check_saved_settings("Scion", state_dict, self.settings())
         groups = [{**g, "norm": norm_from_spec(g["norm"])} if isinstance(g.get("norm"), dict) else g
                   for g in state_dict["param_groups"]]
         super().load_state_dict({**state_dict, "param_groups": groups})
@@ -222,7 +257,10 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_dense_grads("Scion", self.param_groups)
         for group, live, pids in params_with_grads(self.param_groups):
+            for p in live:
+                self._init_state(p)
             lr, beta, rho = group["lr"], float(group["momentum"]), float(group["scale"])
             # the steps as ints only for SR, whose key they are (one host read per group)
             counts = advance_steps_([self.state[p]["step"] for p in live], foreach=False,
@@ -275,6 +313,7 @@ def scion_param_groups(
         ``init=False`` (``Scion.init`` keeps the module's own init, e.g. ones; BiasRMS's
         zero init would silence RMSNorm). "exclude" leaves them out: optimize them elsewhere.
     Tied embedding/head weights join the head (Sign) group, as the published tied recipe.
+    Frozen params (``requires_grad=False``) are left out, as in ``optim.muon_param_groups``.
     fused_qkv: "split" gives fused [3·d, d] QKV weights (``optim.fused_qkv``) their own group
         with ``Spectral(blocks=3)``: one polar factor per Q/K/V block; a weight named like one
         whose blocks cannot be told stays whole, with one warning. "whole": no special case.

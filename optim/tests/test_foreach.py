@@ -115,6 +115,7 @@ class _HostScalarAdamW(optim.AdamW):
                 pid, param_id = param_id, param_id + 1
                 if p.grad is None:
                     continue
+                self._init_state(p)  # lazy, at the first grad (as optim.AdamW.step)
                 st = self.state[p]
                 st["step"] += 1
                 t = int(st["step"].item())

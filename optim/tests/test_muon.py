@@ -130,12 +130,12 @@ def test_zero_grad_applies_only_weight_decay():
     torch.testing.assert_close(p.detach(), w0 * (1 - 0.05 * 0.2), rtol=0, atol=0)
 
 
-def test_state_prepopulated_and_state_dict_round_trip():
+def test_state_lazy_and_state_dict_round_trip():
     _, _, opt = _train(lambda ps: optim.Muon(ps, ns_dtype=torch.float32), steps=3)
     _w0, xs, ys = _problem()
-    extra = nn.Parameter(torch.randn(4, 4))  # never gets a grad: still has state
+    extra = nn.Parameter(torch.randn(4, 4))  # never gets a grad: no state (as torch.optim)
     fresh = optim.Muon([extra], ns_dtype=torch.float32)
-    assert set(fresh.state[extra]) == {"step", "momentum_buffer"}
+    assert extra not in fresh.state
 
     def continue_from(state_dict, params):
         opt2 = optim.Muon(params, ns_dtype=torch.float32)
@@ -158,17 +158,18 @@ def test_state_prepopulated_and_state_dict_round_trip():
         torch.testing.assert_close(x, y, rtol=0, atol=1e-7)
 
 
-def test_add_param_group_prepopulates_state():
+def test_add_param_group_state_at_first_grad():
     a, b, c = (nn.Parameter(torch.randn(4, 6)) for _ in range(3))
     opt = optim.Muon([a])
     opt.add_param_group({"params": [b], "use_muon": False, "lr": 1e-3})
     opt.add_param_group({"params": [c]})
-    assert set(opt.state[b]) == {"step", "exp_avg", "exp_avg_sq"}
-    assert set(opt.state[c]) == {"step", "momentum_buffer"}
+    assert b not in opt.state and c not in opt.state
     for p in (a, b, c):
         p.grad = torch.ones_like(p)
     before = b.detach().clone()
     opt.step()
+    assert set(opt.state[b]) == {"step", "exp_avg", "exp_avg_sq"}
+    assert set(opt.state[c]) == {"step", "momentum_buffer"}
     assert opt.state[b]["step"].item() == 1 and not torch.equal(before, b.detach())
 
 
@@ -274,9 +275,9 @@ def test_bf16_params_stochastic_rounding_is_unbiased():
     for sr in (False, True):
         p = nn.Parameter(torch.ones(128, 128, dtype=torch.bfloat16))
         opt = optim.Muon([p], lr=lr, ns_dtype=torch.float32, stochastic_rounding=sr, seed=3)
-        assert opt.state[p]["momentum_buffer"].dtype == torch.float32
         p.grad = g.clone()
         opt.step()
+        assert opt.state[p]["momentum_buffer"].dtype == torch.float32  # created by the step
         assert p.dtype == torch.bfloat16
         got = p.detach().float()
         stats[sr] = ((got - w) * direction).mean().item()

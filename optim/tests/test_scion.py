@@ -163,12 +163,13 @@ def test_ns_constrained_update_stays_in_inflated_ball():
         assert norms.rms_to_rms(p.detach()).item() <= hi * RHO
 
 
-def test_momentum_zero_means_raw_gradient_and_state_prepopulated():
+def test_momentum_zero_means_raw_gradient_and_state_lazy():
     p = nn.Parameter(torch.zeros(4, 4))
     opt = optim.Scion([p], lr=1.0, momentum=0.0, norm=Sign(), scale=1.0, constrained=False)
-    assert set(opt.state[p]) == {"step", "momentum_buffer"}  # before any step
+    assert p not in opt.state  # before any grad: no state (as torch.optim)
     p.grad = _g((4, 4))
     opt.step()
+    assert set(opt.state[p]) == {"step", "momentum_buffer"}
     assert torch.equal(p.detach(), -torch.sign(p.grad) / 4)
     with pytest.raises(ValueError):
         optim.Scion([p], momentum=1.0)
