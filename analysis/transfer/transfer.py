@@ -1,0 +1,166 @@
+"""``fit_transfer``: a hyperparameter-transfer law fitted to a sweep's own runs.
+
+From a runs table (``runs.parquet``: ``analysis.tables.runs.prepare_runs`` picks the fit-ready
+runs) or any frame with the x columns, the hp column and a loss column:
+
+1. cells: the runs grouped by (x..., hp), loss averaged over each cell's runs (seeds);
+2. per group (one x value), the optimum from a local quadratic in ln hp
+   (``analysis.transfer.optimum``), refused at the grid's edge with one line;
+3. the law ln hp* = ln c + Σ a_i ln x_i, weighted by the optima's SEs
+   (``analysis.transfer.law``).
+
+Nothing is specific to the learning rate: ``hp`` is any swept numeric column
+(``optim.lr``, ``optim.weight_decay``, ``train.batch_size``, ...). ``x`` is ("N",),
+("N", "D") or ("C",); their runs-table sources are ``analysis.fit.xvars.X_SOURCES``.
+Refit the law of DeepSeek-AI 2024 (arXiv 2401.02954) or Step Law (Li et al. 2025, arXiv
+2503.04715) to your own grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from analysis.errors import AnalysisInputError, did_you_mean
+from analysis.fit.xvars import X_SOURCES
+from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
+from analysis.transfer.law import TransferLaw, fit_law_wls
+from analysis.transfer.optimum import Noise, locate_optima
+
+__all__ = ["X_CHOICES", "TransferFit", "fit_transfer", "group_label", "transfer_cells"]
+
+X_CHOICES: tuple[tuple[str, ...], ...] = (("N",), ("N", "D"), ("C",))
+"""The variable sets a law may use."""
+SEED_COLUMN = "seed"
+
+
+@dataclass(frozen=True)
+class TransferFit:
+    """A transfer law and what it was fitted to.
+
+    ``hp``: the hyperparameter column; ``x``: the law's variables; ``table``: one row per
+    group (``analysis.transfer.optimum.locate_optima``'s columns; ``why`` set on refused
+    groups); ``cells``: one row per (group, hp value): x..., hp, u = ln hp, loss (mean),
+    n, ss (within-cell sum of squares), run_ids; ``law``: the fit; ``noise``: the pooled
+    loss noise; ``notes``: runs left out and cells worth a look."""
+
+    hp: str
+    x: tuple[str, ...]
+    table: pl.DataFrame
+    cells: pl.DataFrame
+    law: TransferLaw
+    noise: Noise
+    notes: tuple[str, ...] = ()
+
+    @property
+    def accepted(self) -> pl.DataFrame:
+        """The groups the law was fitted to."""
+        return self.table.filter(pl.col("why").is_null())
+
+    def predict(self, **x: float) -> tuple[float, float, float]:
+        """(hp*, lo, hi) at ``x`` (e.g. ``N=1e8``): the law and its prediction interval."""
+        return self.law.predict(**x)
+
+
+def group_label(row: dict, x: Sequence[str]) -> str:
+    """``N=26,232`` or ``N=26,232, D=1.05e+06``: a group named by its x values."""
+    return ", ".join(f"{v}={row[v]:,.0f}" if row[v] < 1e7 else f"{v}={row[v]:.3g}" for v in x)
+
+
+def _x_columns(frame: pl.DataFrame, x: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` with a Float64 column per x variable (C from ``flops`` when absent)."""
+    out = {}
+    for v in x:
+        src = v if v in frame.columns else X_SOURCES.get(v, v)
+        if src not in frame.columns:
+            raise AnalysisInputError(f"runs table has no '{v}' column (nor '{src}')")
+        out[v] = pl.col(src).cast(pl.Float64)
+    return frame.with_columns(**out)
+
+
+def _fit_ready(df: pl.DataFrame, x: tuple[str, ...], hp: str, loss: str) -> tuple[pl.DataFrame, list[str]]:
+    """The runs a fit may use, with columns x..., hp, loss, and notes on those left out."""
+    if not isinstance(df, pl.DataFrame):
+        raise AnalysisInputError(f"expected a polars DataFrame, got {type(df).__name__}")
+    if tuple(x) not in X_CHOICES:
+        raise AnalysisInputError(f"x must be one of {', '.join(','.join(c) for c in X_CHOICES)}; "
+                                 f"got {','.join(x)}")
+    numeric = [c for c, t in df.schema.items() if t.is_numeric()]
+    if hp not in df.columns:
+        raise AnalysisInputError(f"no hyperparameter column '{hp}'{did_you_mean(hp, numeric)}")
+    if not df.schema[hp].is_numeric():
+        raise AnalysisInputError(f"'{hp}' holds {df.schema[hp]} values, not numbers")
+    notes: list[str] = []
+    if "D" in df.columns or "D_total" in df.columns:  # a runs table: prepare_runs' rules
+        ready = prepare_runs(df, loss=loss)
+        frame, notes = ready.data, list(ready.notes)
+    else:  # a plain table of x, hp and loss
+        if loss not in df.columns:
+            pick = "loss" if "loss" in df.columns and loss in LOSS_COLUMNS else None
+            if pick is None:
+                raise AnalysisInputError(f"no loss column '{loss}'{did_you_mean(loss, df.columns)}")
+            loss = pick
+        frame = df.with_columns(pl.col(loss).cast(pl.Float64).alias("loss"))
+    frame = _x_columns(frame, x)
+    good = pl.all_horizontal([pl.col(c).cast(pl.Float64).is_finite() & (pl.col(c) > 0)
+                              for c in (*x, hp)] + [pl.col("loss").is_finite()]).fill_null(False)
+    if bad := frame.filter(~good).height:
+        notes.append(f"excluded {bad} run(s) with a missing or non-positive {', '.join(x)} or "
+                     f"{hp}, or a missing loss")
+    return frame.filter(good), notes
+
+
+def transfer_cells(frame: pl.DataFrame, x: tuple[str, ...], hp: str) -> pl.DataFrame:
+    """One row per (x..., hp): u = ln hp, loss (mean over runs), n, ss (Σ (loss - mean)²),
+    run_ids (empty lists without a run_id column), seeds (distinct seeds; n without a seed
+    column)."""
+    ids = pl.col("run_id").cast(pl.String) if "run_id" in frame.columns else pl.lit(None, pl.String)
+    seeds = (pl.col(SEED_COLUMN).n_unique() if SEED_COLUMN in frame.columns else pl.len())
+    return (frame.with_columns(pl.col(hp).cast(pl.Float64))
+            .group_by([*x, hp])
+            .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("n"),
+                 ((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
+                 ids.drop_nulls().alias("run_ids"), seeds.cast(pl.Int64).alias("seeds"))
+            .rename({"mean": "loss"})
+            .with_columns(pl.col(hp).log().alias("u"))
+            .sort([*x, "u"]))
+
+
+def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.lr", *,
+                 loss: str = "final_loss", level: float = 0.95) -> TransferFit:
+    """Fit hp* = c · Π x_i^a_i to the per-group optima of ``hp`` in ``df``.
+
+    ``x``: ("N",), ("N", "D") or ("C",); ``hp``: any swept numeric column; ``loss``: the
+    runs table's loss column (``final_loss`` or ``best_loss``; ``loss`` in a plain table).
+    Groups refused (optimum at the grid's edge, no valley) stay in ``.table`` with ``why``;
+    fewer usable groups than the law's coefficients + 1 raise ``AnalysisInputError``,
+    naming the refusals."""
+    x = tuple(x)
+    if not 0 < level < 1:
+        raise AnalysisInputError(f"level must be in (0, 1), got {level}")
+    frame, notes = _fit_ready(df, x, hp, loss)
+    if frame.height == 0:
+        raise AnalysisInputError(f"no usable runs for {hp} against {', '.join(x)}")
+    cells = transfer_cells(frame, x, hp)
+    mixed = cells.filter(pl.col("n") > pl.col("seeds")).height
+    if mixed and SEED_COLUMN in frame.columns:
+        notes.append(f"{mixed} cell(s) average runs with the same seed (runs differing in "
+                     "another column?): select one setting with --where")
+    table, noise = locate_optima(cells, x, hp, level)
+    ok = table.filter(pl.col("why").is_null())
+    k = len(x) + 1
+    if ok.height < k + 1:
+        refused = "; ".join(f"{group_label(r, x)}: {r['why']}"
+                            for r in table.filter(pl.col("why").is_not_null()).iter_rows(named=True))
+        raise AnalysisInputError(
+            f"{ok.height} usable group(s) of {table.height} for the {k} coefficients of the "
+            f"law of {hp} in {', '.join(x)}: need >= {k + 1}" + (f"; refused: {refused}" if refused else ""))
+    law = fit_law_wls(ok["u_opt"].to_numpy(), ok["se_u"].to_numpy(),
+                      ok.select(x).to_numpy(), x, level)
+    if law.interval_note:
+        notes.append(law.interval_note)
+    return TransferFit(hp=hp, x=x, table=table, cells=cells, law=law, noise=noise,
+                       notes=tuple(notes))
