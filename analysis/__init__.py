@@ -19,6 +19,7 @@ modules ``errors``, ``atomic``, ``progress``; tests/test_architecture.py checks 
     isoflop   approach 2: parabolas per budget, optima against compute
     recipes   recipes compared: asymptotes, compute-optimal allocation, data efficiency
     adaptive  choosing the next runs of an adaptive study
+    transfer  hyperparameter-transfer laws: per-size optima, hp* = c x^a, the norm check
     plots     figures (matplotlib is imported only here)
     report    the reports written to disk
 
@@ -43,6 +44,7 @@ _EXPORTS = {
     "IdentifiabilityWarning": "analysis.errors",
     "IsoFlopFit": "analysis.isoflop.isoflop",
     "TooFewPointsError": "analysis.errors",
+    "TransferFit": "analysis.transfer.transfer",
     "Law": "analysis.laws.laws",
     "PowerLaw": "analysis.laws.laws",
     "Profile": "analysis.fit.profile",
@@ -50,6 +52,7 @@ _EXPORTS = {
     "fit_isoflops": "analysis.isoflop.isoflop",
     "fit_law": "analysis.fit.fit",
     "fit_selection": "analysis.fit.grouped",
+    "fit_transfer": "analysis.transfer.transfer",
     "get_law": "analysis.laws.laws",
     "load_epoch_chinchilla": "analysis.tables.published",
     "prepare_runs": "analysis.tables.runs",
@@ -86,10 +89,12 @@ __all__ = [
     "PowerLaw",
     "Profile",
     "TooFewPointsError",
+    "TransferFit",
     "fit_data_constrained",
     "fit_isoflops",
     "fit_law",
     "fit_selection",
+    "fit_transfer",
     "get_law",
     "load_epoch_chinchilla",
     "prepare_runs",

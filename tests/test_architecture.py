@@ -220,8 +220,8 @@ def test_train_folders_are_listed_and_small():
 ANALYSIS_BASE = ("errors", "atomic", "progress")
 """analysis's top-level modules, below every folder: they import only each other."""
 
-ANALYSIS_FOLDERS = ("tables", "laws", "solvers", "fit", "isoflop", "recipes", "adaptive", "plots",
-                    "report")
+ANALYSIS_FOLDERS = ("tables", "laws", "solvers", "fit", "isoflop", "recipes", "adaptive", "transfer",
+                    "plots", "report")
 """analysis's folders, in import order: a module imports only its own folder, the folders
 before it and the base modules (docs/architecture.md draws them)."""
 

@@ -16,7 +16,7 @@ import sys
 from scalelab.cli.app import app
 from scalelab.errors import EXIT_BAD_INPUT, UserError, os_error_message
 
-_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next")
+_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next", "transfer")
 
 for _name in _VERB_MODULES:
     importlib.import_module(f"scalelab.cli.{_name}")

@@ -1,0 +1,89 @@
+"""The figure of a transfer law (``analysis.transfer``): two panels.
+
+- left: loss against hp per group (colour: the group's first x), each accepted group's
+  fitted valley over its window and its optimum (star); refused groups' points hollow;
+- right: hp* against the first x (error bars: each optimum's interval) with the law and its
+  prediction band (for a one-variable law; for (N, D) the law's value at each group, as
+  crosses); held-out groups (``holdout``) drawn as open squares with the refitted law's
+  interval.
+
+Save it with ``analysis.plots.plots.save_figure`` (atomic PNG + SVG).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from matplotlib.colors import LogNorm
+
+from analysis.plots.style import LOSS_LABEL, legend_outside, plt
+from analysis.transfer.holdout import HeldOut
+from analysis.transfer.transfer import TransferFit, group_label
+
+__all__ = ["plot_transfer"]
+
+
+def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fit: TransferFit | None = None):
+    """The figure (returned, not saved). ``law_fit``: the fit whose law is drawn (the
+    refit without held-out groups), default ``fit``."""
+    law_fit = law_fit or fit
+    first = fit.x[0]
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
+    vals = fit.table[first].to_numpy()
+    norm = LogNorm(vmin=vals.min(), vmax=max(vals.max(), vals.min() * 1.0001))
+    cmap = plt.get_cmap("viridis")
+    for row in fit.table.iter_rows(named=True):
+        g = fit.cells.filter(pl.all_horizontal([pl.col(v) == row[v] for v in fit.x]))
+        colour = cmap(norm(row[first]))
+        hp = np.exp(g["u"].to_numpy())
+        ok = row["why"] is None
+        ax_l.scatter(hp, g["loss"], s=18, color=colour if ok else "none", edgecolors=colour, zorder=3,
+                     label=group_label(row, fit.x) + ("" if ok else " (refused)"))
+        if ok:
+            u = np.linspace(np.log(row["hp_window_lo"]), np.log(row["hp_window_hi"]), 80)
+            ax_l.plot(np.exp(u), row["q0"] + row["q1"] * u + row["q2"] * u * u, color=colour, lw=1.2)
+            ax_l.scatter([row["hp_opt"]], [row["loss_opt"]], marker="*", s=90, color=colour,
+                         edgecolors="k", lw=0.5, zorder=4)
+    ax_l.set_xscale("log")
+    ax_l.set_xlabel(fit.hp)
+    ax_l.set_ylabel(LOSS_LABEL)
+    ax_l.set_title("loss against hp per group, fitted valleys (stars: optima)", fontsize=9)
+    legend_outside(ax_l, fontsize=7)
+
+    ok = fit.accepted
+    held = {tuple(h.x[v] for v in fit.x) for h in holdout or []}
+    train = ok.filter(~pl.struct(fit.x).map_elements(lambda s: tuple(s[v] for v in fit.x) in held,
+                                                      return_dtype=pl.Boolean)) if held else ok
+    xs, y = train[first].to_numpy(), train["hp_opt"].to_numpy()
+    err = np.vstack([y - train["hp_lo"].to_numpy(), train["hp_hi"].to_numpy() - y])
+    ax_r.errorbar(xs, y, yerr=err, fmt="o", color="tab:blue", ms=5, capsize=3, label="optima (fitted)")
+    law = law_fit.law
+    if len(fit.x) == 1:
+        grid = np.geomspace(vals.min() / 1.3, vals.max() * 1.3, 100)
+        pred = np.array([law.predict(**{first: v}) for v in grid])
+        ax_r.plot(grid, pred[:, 0], color="k", lw=1.2, label=_law_text(law_fit))
+        if np.all(np.isfinite(pred[:, 1:])):
+            ax_r.fill_between(grid, pred[:, 1], pred[:, 2], color="0.5", alpha=0.2,
+                              label=f"{100 * law.level:g}% prediction interval")
+    else:
+        pred = np.array([law.predict(**{v: r[v] for v in fit.x}) for r in ok.iter_rows(named=True)])
+        ax_r.scatter(ok[first], pred[:, 0], marker="x", color="k", label=_law_text(law_fit))
+    for h in holdout or []:
+        ax_r.errorbar([h.x[first]], [h.predicted], yerr=[[h.predicted - h.lo], [h.hi - h.predicted]],
+                      fmt="none", ecolor="tab:red", capsize=4, lw=1.5)
+        if h.why is None:
+            ax_r.scatter([h.x[first]], [h.observed], marker="s", s=40, color="none",
+                         edgecolors="tab:red", zorder=4, label=f"held out ({group_label(h.x, fit.x)})")
+    ax_r.set_xscale("log")
+    ax_r.set_yscale("log")
+    ax_r.set_xlabel(first)
+    ax_r.set_ylabel(f"optimal {fit.hp}")
+    ax_r.set_title(f"{fit.hp}* against {first}", fontsize=9)
+    legend_outside(ax_r, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _law_text(fit: TransferFit) -> str:
+    terms = " ".join(f"{v}^{a:.3f}" for v, a in zip(fit.x, fit.law.coef[1:]))
+    return f"law: {fit.law.c:.3g} {terms}"

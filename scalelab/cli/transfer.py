@@ -1,0 +1,231 @@
+"""``scalelab transfer SWEEP --hp optim.lr [--x N,D] [--holdout-largest K]``: a
+hyperparameter-transfer law fitted to the sweep's own runs (``analysis.transfer``,
+docs/transfer.md).
+
+Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
+``scalelab.cli.runs_table``) and every run's ``norms.parquet``
+(``analysis.tables.records_scan``). Prints, on stdout:
+
+- the per-group table: each size's optimal hp from a local quadratic in ln hp with its
+  interval, or why the group was refused (its optimum at the grid's edge, no valley);
+- the law hp* = c · Π x^a with its parameters' intervals;
+- with ``--holdout-largest K``: the law refitted without the K largest sizes, their
+  predicted optimum with its prediction interval against the observed one;
+- the norm check: the output layer's norm at each size's optimum, whether it is constant
+  across sizes, and (held out) hp* predicted from the norm alone;
+- a derive rule to paste into a spec (parsed by the spec's own rule parser first);
+- the figure's path (``<sweep>/fit/transfer-<hp>.png`` unless ``--out``).
+
+Bad input (an unknown --hp, --x, --where, too few groups) is one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from scalelab.cli.app import app
+from scalelab.errors import UserError, did_you_mean
+from scalelab.store.layout import FIT_FOLDER
+
+X_CHOICES = ("N", "N,D", "C")
+"""analysis.transfer.transfer.X_CHOICES, spelled as --x takes them (the CLI test keeps
+them equal: this module does not import analysis at start-up)."""
+
+
+@app.command("transfer")
+def transfer_cmd(
+    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it)."),
+    hp: str = typer.Option(..., "--hp", help="The swept hyperparameter: a numeric runs-table "
+                           "column such as optim.lr, optim.weight_decay, train.batch_size."),
+    x: str = typer.Option("N", "--x", help="The law's variables: N, N,D or C."),
+    holdout_largest: int = typer.Option(
+        0, "--holdout-largest", metavar="K", min=0,
+        help="Refit without the K largest sizes and predict their optimum (0: off)."),
+    where: list[str] = typer.Option(
+        [], "--where", help="Keep the runs meeting a condition (repeatable, ANDed; as in "
+        "`scalelab fit --where`), e.g. optim.weight_decay=0.1."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+    norm: str | None = typer.Option(
+        None, "--norm", help="The output-layer norm of the norm check (default rms_to_inf)."),
+    layer: str | None = typer.Option(
+        None, "--layer", help="The output layer's name in norms.parquet (default lm_head, or "
+        "tok_emb when tied)."),
+    out: Path | None = typer.Option(None, "--out", help="Figure path stem (default "
+                                    "<sweep>/fit/transfer-<hp>)."),
+    root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
+) -> int:
+    """Fit hp* = c * x^a to each size's optimal hp, check it on held-out sizes and against
+    the logged output-layer norms, and print a derive rule for a spec."""
+    if x not in X_CHOICES:
+        raise UserError(f"expected one of {', '.join(X_CHOICES)}{did_you_mean(x, X_CHOICES)}",
+                        key="--x")
+    from analysis.errors import AnalysisInputError
+    from analysis.tables.select import select_runs
+    from scalelab.cli.runs_table import read_runs_table
+    from scalelab.store.layout import RUNS_FILE
+    from scalelab.sweep.run.launch import sweep_dir_of
+
+    sweep_dir = sweep_dir_of(sweep, root)
+    runs = read_runs_table(sweep_dir)
+    runs_path = str(sweep_dir / RUNS_FILE)
+    numeric = [c for c, t in runs.schema.items() if t.is_numeric()]
+    if hp not in runs.columns or not runs.schema[hp].is_numeric():
+        what = "is not numeric" if hp in runs.columns else "no such column"
+        raise UserError(f"{what}{did_you_mean(hp, numeric)}; swept numeric columns include "
+                        f"{', '.join(c for c in numeric if '.' in c) or 'none'}",
+                        file=runs_path, key=f"--hp {hp}")
+    xs = tuple(x.split(","))
+    try:
+        runs = select_runs(runs, where)
+        _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer, out)
+    except AnalysisInputError as err:
+        raise UserError(str(err), file=runs_path) from None
+    return 0
+
+
+def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: str,
+            norm: str | None, layer: str | None, out: Path | None) -> None:
+    from analysis.plots.plots import save_figure
+    from analysis.plots.transfer import plot_transfer
+    from analysis.transfer.holdout import holdout_check
+    from analysis.transfer.transfer import fit_transfer
+
+    fit = fit_transfer(runs, xs, hp, loss=loss)
+    echo = typer.echo
+    echo(f"{sweep_dir}: optimal {hp} against {', '.join(xs)}, {fit.cells['n'].sum()} runs in "
+         f"{fit.table.height} groups")
+    for note in fit.notes:
+        echo(f"note: {note}")
+    _group_table(fit)
+    nz = fit.noise
+    echo(f"loss noise: sd {nz.sigma2 ** 0.5:.3g} per run ({nz.source}, {nz.dof} dof), pooled "
+         "over the accepted groups")
+    _law_lines(fit, "law")
+    train, held = fit, []
+    if k:
+        train, held = holdout_check(runs, xs, hp, k, loss=loss, full=fit)
+        _law_lines(train, f"law without the {k} largest")
+        for h in held:
+            _held_line(fit, h)
+    _norm_section(sweep_dir, runs, fit, train, held, norm, layer)
+    _rule_lines(fit)
+    stem = out if out is not None else sweep_dir / FIT_FOLDER / f"transfer-{hp}"
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    echo(f"figure: {save_figure(plot_transfer(fit, held, train), stem)[0]}")
+
+
+def _group_table(fit) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from analysis.transfer.transfer import group_label
+
+    pct = f"{100 * fit.law.level:g}% CI"
+    table = Table(title=Text(f"per-group optimum of {fit.hp} (quadratic in log {fit.hp})"),
+                  title_justify="left")
+    for head in ("group", "cells", "runs", "best run", f"{fit.hp}*", pct, "loss*", "status"):
+        table.add_column(Text(head), justify="left" if head in ("group", "status") else "right")
+    for r in fit.table.iter_rows(named=True):
+        ok = r["why"] is None
+        table.add_row(Text(group_label(r, fit.x)), str(r["n_cells"]), str(r["n_runs"]),
+                      f"{r['best_hp']:.4g}", f"{r['hp_opt']:.4g}" if ok else "-",
+                      f"({r['hp_lo']:.3g}, {r['hp_hi']:.3g})" if ok else "-",
+                      f"{r['loss_opt']:.4f}" if ok else "-", Text("ok" if ok else f"refused: {r['why']}"))
+    Console(highlight=False, soft_wrap=True).print(table)
+
+
+def _law_lines(fit, title: str) -> None:
+    law = fit.law
+    terms = " * ".join(f"{v}^a_{v}" for v in fit.x)
+    typer.echo(f"{title}: {fit.hp}* = c * {terms}, weighted least squares over {law.n} groups "
+               f"(reduced chi2 {law.chi2_red:.3g}; covariance scaled by {law.scale:.3g})")
+    pct = f"{100 * law.level:g}%"
+    for name, est, lo, hi in law.params():
+        ci = f", {pct} CI ({lo:.4g}, {hi:.4g})" if lo == lo else f" ({law.interval_note})"
+        typer.echo(f"  {name} = {est:.4g}{ci}")
+
+
+def _held_line(fit, h) -> None:
+    pi = f"{100 * fit.law.level:g}% PI"
+    head = f"held out {h.label()}: predicted {fit.hp}* {h.predicted:.4g}, {pi} ({h.lo:.4g}, {h.hi:.4g})"
+    if h.why is not None:
+        typer.echo(f"{head}; observed: refused ({h.why})")
+        return
+    verdict = "covered" if h.covered else "NOT covered"
+    typer.echo(f"{head}; observed {h.observed:.4g} ({h.obs_lo:.4g}, {h.obs_hi:.4g}); error "
+               f"{h.err_log:+.3f} in log units, ratio observed/predicted {h.ratio:.3f}: {verdict}")
+
+
+def _norm_section(sweep_dir: Path, runs, fit, train, held, norm, layer) -> None:
+    import polars as pl
+
+    from analysis.errors import AnalysisInputError
+    from analysis.tables.records_scan import scan_records
+    from analysis.transfer.norms import DEFAULT_NORM, cell_log_norms, norm_check, output_norms
+    from analysis.transfer.transfer import group_label
+
+    explicit = norm is not None or layer is not None
+    ids = runs["run_id"].cast(pl.String).to_list() if "run_id" in runs.columns else []
+    records = scan_records(sweep_dir, "norms").filter(pl.col("run_id").is_in(ids)).collect()
+    if records.height == 0:
+        typer.echo("norm check: no norms.parquet records for these runs (train with "
+                   "train.norms_every > 0)")
+        return
+    try:
+        run_norms, used = output_norms(records, norm or DEFAULT_NORM, layer)
+        check = norm_check(train, run_norms, norm=norm or DEFAULT_NORM, layer=used)
+    except AnalysisInputError as err:
+        if explicit:
+            raise
+        typer.echo(f"norm check: skipped ({err})")
+        return
+    typer.echo(f"norm check: {check.norm} of {check.layer} (weights, last step) at each size's "
+               "optimum (interpolated in log hp; the nearest run in brackets)")
+    for r in check.table.iter_rows(named=True):
+        typer.echo(f"  {group_label(r, fit.x)}: {r['norm_opt']:.4g} (nearest run {r['nearest_run']}: "
+                   f"{fit.hp} {r['nearest_hp']:.4g}, norm {r['nearest_norm']:.4g})")
+    if check.constant is None:
+        typer.echo(f"  constancy: not tested ({check.n} groups; the slope's interval needs >= "
+                   f"{len(fit.x) + 3})")
+    else:
+        slopes = "; ".join(f"slope in log {v} {b:+.3f}, {100 * check.level:g}% CI ({lo:+.3f}, {hi:+.3f})"
+                           for v, b, lo, hi in check.slopes)
+        verdict = "constant across sizes (every CI holds 0)" if check.constant else "NOT constant"
+        typer.echo(f"  log norm* against log x: {slopes}: {verdict}; scatter {check.log_sd:.3f} in "
+                   f"log units about the common value {math.exp(check.log_mean):.4g}")
+    if not held:
+        return
+    cells = cell_log_norms(fit.cells, run_norms)
+    for h in held:
+        g = cells.filter(pl.all_horizontal([pl.col(v) == h.x[v] for v in fit.x]))
+        value, lo, hi, why = check.predict_hp(g, fit.hp)
+        label = "" if check.constant else " (the norm is not constant: for comparison only)"
+        if why:
+            typer.echo(f"  held out {h.label()}: no prediction from the norm ({why})")
+            continue
+        obs = f"observed {h.observed:.4g}" if h.why is None else "observed: refused"
+        err = (f"; error {math.log(h.observed / value):+.3f} log units"
+               if h.why is None else "")
+        typer.echo(f"  held out {h.label()}: {fit.hp}* from the norm {value:.4g} ({lo:.4g}, {hi:.4g}), "
+                   f"from the law {h.predicted:.4g}; {obs}{err}{label}")
+
+
+def _rule_lines(fit) -> None:
+    from analysis.transfer.rule import approximations, derive_rule
+    from scalelab.sweep.spec import keys
+    from scalelab.sweep.spec.rules import parse_rule
+
+    text = derive_rule(fit.law)
+    numeric = [k for k in keys.leaf_keys() if keys.is_numeric(k)]
+    target = fit.hp if fit.hp in numeric else None
+    parse_rule(target or "optim.lr", text, numeric)  # the spec loader's own parser
+    typer.echo("derive rule (paste under derive: in a spec):")
+    typer.echo(f'  {fit.hp}: "{text}"')
+    if target is None:
+        typer.echo(f"  note: {fit.hp} is not a config key a spec can derive")
+    for a in approximations(fit.law):
+        typer.echo(f"  note: writes {a}")
