@@ -47,6 +47,7 @@ from optim._param_io import (
     restore_fp32_state,
     write_param_,
 )
+from optim import _validate
 from optim._validate import (
     SETTINGS_KEY,
     check_bool,
@@ -59,7 +60,6 @@ from optim._validate import (
     check_saved_settings,
     dtype_name,
     repr_with_settings,
-    triton_available,
 )
 from optim.adamw import AdamW, check_adamw_group
 from optim.coefficients import Coefficients, resolve
@@ -147,7 +147,7 @@ def _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed
     if not isinstance(ns_dtype, torch.dtype) or not ns_dtype.is_floating_point:
         raise ValueError(f"Muon: ns_dtype must be a floating torch.dtype (e.g. torch.bfloat16), got {ns_dtype!r}")
     check_choice("Muon", "ns_backend", ns_backend, BACKENDS)
-    if ns_backend == "triton" and not triton_available():
+    if ns_backend == "triton" and not _validate.triton_available():  # looked up now: tests patch it
         raise ValueError("Muon: ns_backend='triton' needs the triton package, which is not importable "
                          "(pip install 'scalelab-optim[triton]', or use ns_backend='auto')")
     check_bool("Muon", "stochastic_rounding", stochastic_rounding)
@@ -253,8 +253,8 @@ class Muon(torch.optim.Optimizer):
     def _check_group(self, group: dict) -> None:
         """Every key of a group (``optim._validate``), and its params against them."""
         check_bool("Muon", "use_muon", group["use_muon"])
+        check_adamw_group("Muon", group)  # lr, wd >= 0 and the AdamW keys (betas, eps) of every group
         if not group["use_muon"]:
-            check_adamw_group("Muon", group)
             return
         check_range("Muon", "lr", group["lr"], 0.0)
         check_range("Muon", "momentum", group["momentum"], 0.0, 1.0, hi_open=True)
