@@ -159,7 +159,7 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
             f"{ok.height} usable group(s) of {table.height} for the {k} coefficients of the "
             f"law of {hp} in {', '.join(x)}: need >= {k + 1}" + (f"; refused: {refused}" if refused else ""))
     law = fit_law_wls(ok["u_opt"].to_numpy(), ok["se_u"].to_numpy(),
-                      ok.select(x).to_numpy(), x, level)
+                      ok.select(x).to_numpy(), x, level, se_dof=noise.dof)
     if law.interval_note:
         notes.append(law.interval_note)
     return TransferFit(hp=hp, x=x, table=table, cells=cells, law=law, noise=noise,
