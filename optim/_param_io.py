@@ -34,10 +34,10 @@ CPU: 2^16, 256 KiB per fp32 list, so the five lists of an AdamW chunk (w, m, v, 
 denominators) stay in a core's L2 through the chunk's sweeps. torch's CPU foreach ops are a C++
 loop of the per-tensor kernels, so larger chunks stream every op through memory: on the model
 of bench/optim_step.py in the scalelab repository (one thread), AdamW's step took ~10% and
-Muon's momentum ~40% longer with 2^20. Other devices: 2^24 or the group's largest tensor, whichever is larger, so a chunk's
-fp32 temporaries (AdamW: the denominators, and for bf16 params the fp32 grads and weights)
-exceed the per-parameter loop's, a few copies of the largest tensor, by at most a few 64 MiB
-lists."""
+Muon's momentum ~40% longer with 2^20. Other devices: 2^24 or the group's largest tensor,
+whichever is larger, so a chunk's fp32 temporaries (AdamW: the denominators, and for bf16
+params the fp32 grads and weights) exceed the per-parameter loop's, a few copies of the largest
+tensor, by at most a few 64 MiB lists."""
 
 
 def _is_dtensor(t: torch.Tensor) -> bool:
