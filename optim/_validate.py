@@ -124,9 +124,16 @@ def check_saved_groups(owner: str, state_dict: Mapping[str, Any], required: Iter
             )
 
 
+TOPOLOGY_SETTINGS = frozenset({"distributed_mode"})
+"""Settings recorded (``repr``, ``state_dict``) but not enforced on load: how the work is split
+over ranks, which a resume may change with the world size and the parallelism (DCP reshards
+the state; the update's math is the same)."""
+
+
 def check_saved_settings(owner: str, state_dict: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    """Refuse a state_dict whose saved settings differ from ``current``; warn (and load) when it
-    has none (saved before settings were recorded: nothing can be checked)."""
+    """Refuse a state_dict whose saved settings differ from ``current`` (but the
+    ``TOPOLOGY_SETTINGS``); warn (and load) when it has none (saved before settings were
+    recorded: nothing can be checked)."""
     saved = state_dict.get(SETTINGS_KEY)
     if saved is None:
         warnings.warn(
@@ -137,6 +144,8 @@ def check_saved_settings(owner: str, state_dict: Mapping[str, Any], current: Map
         )
         return
     for key, value in current.items():
+        if key in TOPOLOGY_SETTINGS:
+            continue
         if key not in saved:
             raise ValueError(f"{owner}.load_state_dict: the saved settings lack {key!r} (this optimizer: {value!r})")
         if saved[key] != value:

@@ -86,6 +86,11 @@ def _worker(rank, world, init_file, out_file):
     ckpt = os.path.join(os.path.dirname(init_file), "dcp")
     dcp.save({"optim": opt.state_dict()}, checkpoint_id=ckpt)
     fresh = scion()({k: torch.nn.Parameter(shard(v)) for k, v in _fulls(torch.float32).items()})
+    # State is created at a param's first step (as torch.optim's): give the fresh optimizer
+    # the layout DCP loads into, as get_state_dict/set_state_dict do (torch's own helper).
+    from torch.distributed.checkpoint.state_dict import _init_optim_state
+
+    _init_optim_state(fresh)
     sd = {"optim": fresh.state_dict()}
     dcp.load(sd, checkpoint_id=ckpt)
     fresh.load_state_dict(sd["optim"])

@@ -67,7 +67,27 @@ def test_repr_shows_each_setting(cls, name, value, stored):
     assert f"    {name}: {stored}\n" in text
 
 
-@pytest.mark.parametrize(("cls", "name", "value", "stored"), CHANGED, ids=[f"{c.__name__}-{n}" for c, n, *_ in CHANGED])
+ENFORCED = [c for c in CHANGED if c[1] != "distributed_mode"]
+TOPOLOGY = [c for c in CHANGED if c[1] == "distributed_mode"]
+
+
+@pytest.mark.parametrize(("cls", "name", "value", "stored"), TOPOLOGY, ids=[c.__name__ for c, *_ in TOPOLOGY])
+def test_a_resume_may_change_the_distributed_mode(cls, name, value, stored):
+    """distributed_mode is recorded but not enforced (``_validate.TOPOLOGY_SETTINGS``): a run
+    may resume on another world size or parallelism, which DCP reshards."""
+    from optim._validate import TOPOLOGY_SETTINGS
+
+    assert name in TOPOLOGY_SETTINGS
+    saved = _stepped(cls, **{name: value}).state_dict()
+    assert saved["settings"][name] == stored
+    fresh = cls([nn.Parameter(torch.zeros(4, 4))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh.load_state_dict(saved)
+    assert len(fresh.state) == 1
+
+
+@pytest.mark.parametrize(("cls", "name", "value", "stored"), ENFORCED, ids=[f"{c.__name__}-{n}" for c, n, *_ in ENFORCED])
 def test_load_refuses_a_state_dict_saved_with_another_setting(cls, name, value, stored):
     saved = _stepped(cls, **{name: value}).state_dict()
     assert saved["settings"][name] == stored

@@ -121,24 +121,50 @@ def check_metadata(directory: str | Path) -> str | None:
     return None
 
 
+SETTINGS = "optimizer_settings"
+"""The optimizer's result-changing settings (``optim``'s ``settings()``: plain values), saved
+beside its state: ``get_state_dict`` keeps only 'state' and 'param_groups', so the
+``"settings"`` entry of the optimizer's own state_dict would be lost on this path."""
+
+
+def _settings(optimizer: torch.optim.Optimizer) -> dict[str, Any] | None:
+    get = getattr(optimizer, "settings", None)
+    return dict(get()) if callable(get) else None
+
+
 def save(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """Every rank writes its shards of ``model`` and ``optimizer`` (a collective); files are
-    fsynced; rank 0 writes ``.metadata`` last."""
+    """Every rank writes its shards of ``model`` and ``optimizer`` (a collective) and the
+    optimizer's settings (``SETTINGS``); files are fsynced; rank 0 writes ``.metadata`` last."""
     model_sd, optim_sd = get_state_dict(model, optimizer)
+    items: dict[str, Any] = {"model": model_sd, "optimizer": optim_sd}
+    if (settings := _settings(optimizer)) is not None:
+        items[SETTINGS] = settings
     writer = FileSystemWriter(directory, single_file_per_rank=True, sync_files=True)
-    dcp.save({"model": model_sd, "optimizer": optim_sd}, storage_writer=writer)
+    dcp.save(items, storage_writer=writer)
 
 
 def load(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Load the checkpoint's model and optimizer state into ``model`` and ``optimizer``
-    (sharded or not, any number of ranks; a collective when a process group exists)."""
+    (sharded or not, any number of ranks; a collective when a process group exists). Saved
+    optimizer settings that differ from ``optimizer``'s are refused (ValueError, from
+    ``optim``'s own check) before anything is loaded into it."""
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optimizer": optim_sd}
+    state: dict[str, Any] = {"model": model_sd, "optimizer": optim_sd}
+    current = _settings(optimizer)
+    saved_keys = {key.split(".")[0] for key in _read_metadata(Path(directory)).state_dict_metadata}
+    if current is not None and SETTINGS in saved_keys:
+        state[SETTINGS] = dict(current)  # placeholders: dcp.load overwrites them
     with warnings.catch_warnings():  # one process: "assuming the intent is to load in a single..."
         warnings.filterwarnings("ignore", "torch.distributed is disabled")
         dcp.load(state, storage_reader=_SafeReader(directory), planner=_SafeLoadPlanner())
-    set_state_dict(model, optimizer, model_state_dict=state["model"],
-                   optim_state_dict=state["optimizer"])
+    if SETTINGS in state:
+        from optim._validate import check_saved_settings
+
+        check_saved_settings(type(optimizer).__name__, {"settings": state[SETTINGS]}, current)
+    with warnings.catch_warnings():  # checked above (or saved before settings were recorded)
+        warnings.filterwarnings("ignore", ".*the state_dict records no settings", UserWarning)
+        set_state_dict(model, optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optimizer"])
 
 
 def read(directory: str | Path, key: str = "model") -> Any:

@@ -25,6 +25,8 @@ that differ in the last bits. Muon's and Scion's Newton-Schulz runs on the full 
 
 from __future__ import annotations
 
+import warnings
+
 from collections.abc import Iterable
 
 import torch
@@ -106,5 +108,12 @@ def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer,
         "param_groups": [{**g, "params": [fqn[i] for i in g["params"]]}
                          for g in optim_state["param_groups"]],
     }
-    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=by_name,
-                   options=StateDictOptions(full_state_dict=True))
+    get = getattr(optimizer, "settings", None)
+    if callable(get) and "settings" in optim_state:  # set_state_dict drops the key: check it here
+        from optim._validate import check_saved_settings
+
+        check_saved_settings(type(optimizer).__name__, optim_state, get())
+    with warnings.catch_warnings():  # checked above (or saved before settings were recorded)
+        warnings.filterwarnings("ignore", ".*the state_dict records no settings", UserWarning)
+        set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=by_name,
+                       options=StateDictOptions(full_state_dict=True))
