@@ -140,7 +140,9 @@ def save(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) ->
     if (settings := _settings(optimizer)) is not None:
         items[SETTINGS] = settings
     writer = FileSystemWriter(directory, single_file_per_rank=True, sync_files=True)
-    dcp.save(items, storage_writer=writer)
+    with warnings.catch_warnings():  # one process: "assuming the intent is to save in a single..."
+        warnings.filterwarnings("ignore", "torch.distributed is disabled")
+        dcp.save(items, storage_writer=writer)
 
 
 def load(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
