@@ -63,7 +63,10 @@ from ._validate import (
     repr_with_settings,
 )
 
-__all__ = ["AdamW", "adamw_update_", "bias_corrections", "check_adamw_group", "step_sizes"]
+__all__ = [
+    "AdamW", "adamw_init_state_", "adamw_step_group_", "adamw_update_", "bias_corrections",
+    "check_adamw_group", "step_sizes",
+]
 
 
 def check_adamw_group(owner: str, group: dict) -> None:
@@ -166,6 +169,73 @@ def _descend_(ws: list[Tensor], ms: list[Tensor], denoms: list[Tensor], sizes: T
         torch._foreach_addcdiv_(ws, torch._foreach_mul(ms, sizes.unbind()), denoms, value=-1.0)
 
 
+def adamw_init_state_(st: dict, p: Tensor, *, master_weights: bool) -> None:
+    """AdamW's state of param ``p`` in its (empty) state dict ``st``, unless already there:
+    a 0-d fp32 CPU ``step``, fp32 ``exp_avg`` / ``exp_avg_sq`` (of the real view of a complex
+    p), and with ``master_weights`` an fp32 ``master`` copy of a non-fp32 p."""
+    if st:
+        return
+    w = real(p)
+    st["step"] = torch.tensor(0.0, dtype=torch.float32)
+    st["exp_avg"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
+    st["exp_avg_sq"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
+    if master_weights and w.dtype != torch.float32:
+        st["master"] = w.detach().to(torch.float32).clone()
+
+
+def _weight(st: dict, p: Tensor) -> Tensor:
+    """The fp32 working copy w of p: its master, p itself (fp32; a complex64 p's real view),
+    or p upcast."""
+    if "master" in st:
+        return local(st["master"])
+    w = real(local(p))
+    return w if w.dtype == torch.float32 else w.to(torch.float32)
+
+
+def adamw_step_group_(
+    state: dict,
+    group: dict,
+    ps: list[Tensor],
+    ids: list[int],
+    sr_steps: list[int] | None,
+    *,
+    foreach: bool,
+    stochastic_rounding: bool,
+    seed: int,
+) -> None:
+    """The AdamW update of one param group's params with grads ``ps`` (their state in
+    ``state[p]``, already advanced to this step), chunk by chunk (foreach) or param by param
+    (the loop), each written back as it is done. ``ids``: their SR param ids; ``sr_steps``: the
+    SR step counts (None without stochastic rounding).
+
+    A plain function of (state, group), not a method, so that ``optim.Muon`` steps its
+    ``use_muon=False`` groups with it on its own ``state`` and no nested optimizer (a second
+    ``torch.optim.Optimizer`` sharing that state made torch.compile guard on grads through it).
+    """
+    lr, wd, (beta1, beta2) = group["lr"], group["weight_decay"], group["betas"]
+    states = [state[p] for p in ps]
+    bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
+    sizes = step_sizes(lr, bc1)
+    decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
+    chunks = foreach_chunks([real(local(p)) for p in ps]) if foreach else [[i] for i in range(len(ps))]
+    for idx in chunks:
+        ws = [_weight(states[i], ps[i]) for i in idx]
+        adamw_update_(
+            ws,
+            [local(states[i]["exp_avg"]) for i in idx],
+            [local(states[i]["exp_avg_sq"]) for i in idx],
+            [real(local(ps[i].grad)).to(torch.float32) for i in idx],
+            sizes[idx],
+            bc2_sqrt[idx],
+            decay=decay, beta1=beta1, beta2=beta2, eps=group["eps"], foreach=foreach,
+        )  # fmt: skip
+        write_params_(
+            [ps[i] for i in idx], ws, stochastic_rounding=stochastic_rounding, seed=seed,
+            steps=None if sr_steps is None else [sr_steps[i] for i in idx],
+            param_ids=[ids[i] for i in idx], foreach=foreach,
+        )  # fmt: skip
+
+
 class AdamW(torch.optim.Optimizer):
     """AdamW (decoupled weight decay) for fp32 or bf16 params; see the module docstring.
 
@@ -238,15 +308,7 @@ class AdamW(torch.optim.Optimizer):
         return repr_with_settings(super().__repr__(), self.settings())
 
     def _init_state(self, p: Tensor) -> None:
-        st = self.state[p]
-        if st:
-            return
-        w = real(p)
-        st["step"] = torch.tensor(0.0, dtype=torch.float32)
-        st["exp_avg"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
-        st["exp_avg_sq"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
-        if self.master_weights and w.dtype != torch.float32:
-            st["master"] = w.detach().to(torch.float32).clone()
+        adamw_init_state_(self.state[p], p, master_weights=self.master_weights)
 
     def state_dict(self) -> dict:
         """torch's, plus ``"settings"`` (``settings()``, plain values: weights_only-safe)."""
@@ -260,13 +322,8 @@ class AdamW(torch.optim.Optimizer):
         restore_fp32_state(self, state_dict)
 
     def _weight(self, p: Tensor) -> Tensor:
-        """The fp32 working copy w of p: its master, p itself (fp32; a complex64 p's real view),
-        or p upcast."""
-        st = self.state[p]
-        if "master" in st:
-            return local(st["master"])
-        w = real(local(p))
-        return w if w.dtype == torch.float32 else w.to(torch.float32)
+        """The fp32 working copy w of p (``_weight``: its master, p itself, or p upcast)."""
+        return _weight(self.state[p], p)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -287,29 +344,8 @@ class AdamW(torch.optim.Optimizer):
         return loss
 
     def _step_group(self, group: dict, ps: list[Tensor], ids: list[int], sr_steps: list[int] | None) -> None:
-        """The AdamW update of one param group's params with grads, chunk by chunk (foreach) or
-        param by param (the loop), each written back as it is done; ``sr_steps``: the SR step
-        counts (None without stochastic rounding)."""
-        foreach = self.foreach
-        lr, wd, (beta1, beta2) = group["lr"], group["weight_decay"], group["betas"]
-        states = [self.state[p] for p in ps]
-        bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
-        sizes = step_sizes(lr, bc1)
-        decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
-        chunks = foreach_chunks([real(local(p)) for p in ps]) if foreach else [[i] for i in range(len(ps))]
-        for idx in chunks:
-            ws = [self._weight(ps[i]) for i in idx]
-            adamw_update_(
-                ws,
-                [local(states[i]["exp_avg"]) for i in idx],
-                [local(states[i]["exp_avg_sq"]) for i in idx],
-                [real(local(ps[i].grad)).to(torch.float32) for i in idx],
-                sizes[idx],
-                bc2_sqrt[idx],
-                decay=decay, beta1=beta1, beta2=beta2, eps=group["eps"], foreach=foreach,
-            )  # fmt: skip
-            write_params_(
-                [ps[i] for i in idx], ws, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
-                steps=None if sr_steps is None else [sr_steps[i] for i in idx],
-                param_ids=[ids[i] for i in idx], foreach=foreach,
-            )  # fmt: skip
+        """``adamw_step_group_`` on this optimizer's state and settings."""
+        adamw_step_group_(
+            self.state, group, ps, ids, sr_steps,
+            foreach=self.foreach, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
+        )  # fmt: skip

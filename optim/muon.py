@@ -15,8 +15,10 @@ batch of matrices, each orthogonalised on its own) with gradient G, all math in 
 NS divides the scale away, so the updates agree (optim/tests/test_muon.py in the scalelab
 repository).
 
-Param groups with ``use_muon=False`` are stepped by ``optim.AdamW`` (group keys lr, betas,
-eps, weight_decay), so one optimizer (and one LR scheduler) holds a whole model;
+Param groups with ``use_muon=False`` are stepped by AdamW's math (``optim.adamw.adamw_step_group_``,
+group keys lr, betas, eps, weight_decay; their state ``step``, ``exp_avg``, ``exp_avg_sq`` sits in
+this optimizer's own ``state``, with no nested optimizer), so one optimizer (and one LR
+scheduler) holds a whole model;
 ``optim.routing.muon_param_groups`` builds such groups by parameter name.
 
 ``foreach=True`` (the default) runs the momentum update and Nesterov blend as
@@ -61,7 +63,7 @@ from optim._validate import (
     dtype_name,
     repr_with_settings,
 )
-from optim.adamw import AdamW, check_adamw_group
+from optim.adamw import adamw_init_state_, adamw_step_group_, check_adamw_group
 from optim.coefficients import Coefficients, resolve
 from optim.distributed import (
     ddp_matrix_apply,
@@ -244,11 +246,6 @@ class Muon(torch.optim.Optimizer):
             raise ValueError(
                 f"Muon: sharded DTensor params need distributed_mode='fsdp' (or 'auto'), got {distributed_mode!r}"
             )
-        self._aux: AdamW | None = None
-        aux_groups = [g for g in self.param_groups if not g["use_muon"]]
-        if aux_groups:
-            self._aux = self._make_aux(aux_groups)
-        self._link_aux()
 
     def _check_group(self, group: dict) -> None:
         """Every key of a group (``optim._validate``), and its params against them."""
@@ -289,11 +286,6 @@ class Muon(torch.optim.Optimizer):
                     f"split into {blocks} (shape {tuple(p.shape)})"
                 )
 
-    def _make_aux(self, groups: list[dict]) -> AdamW:
-        """The ``optim.AdamW`` that steps the ``use_muon=False`` groups, with this optimizer's settings."""
-        kw = {"stochastic_rounding": self.stochastic_rounding, "seed": self.seed, "foreach": self.foreach}
-        return AdamW([dict(g) for g in groups], **kw)
-
     def settings(self) -> dict[str, str | int | bool]:
         """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
         return {
@@ -309,13 +301,6 @@ class Muon(torch.optim.Optimizer):
         """torch's, plus ``"settings"`` (``settings()``, plain values: weights_only-safe)."""
         return {**super().state_dict(), SETTINGS_KEY: self.settings()}
 
-    def _link_aux(self) -> None:
-        """Point the AdamW helper at this optimizer's AdamW groups and state (the same objects),
-        so LR schedulers, add_param_group and load_state_dict reach it."""
-        if self._aux is not None:
-            self._aux.param_groups = [g for g in self.param_groups if not g["use_muon"]]
-            self._aux.state = self.state
-
     def _init_state(self, p: Tensor) -> None:
         st = self.state[p]
         if not st:
@@ -324,14 +309,8 @@ class Muon(torch.optim.Optimizer):
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
-        if not hasattr(self, "_aux"):  # called from Optimizer.__init__
-            return
-        group = self.param_groups[-1]
-        self._check_group(group)
-        if not group["use_muon"]:
-            if self._aux is None:
-                self._aux = self._make_aux([group])
-            self._link_aux()
+        if hasattr(self, "ns_dtype"):  # not from Optimizer.__init__ (__init__ checks those groups)
+            self._check_group(self.param_groups[-1])
 
     def load_state_dict(self, state_dict: dict) -> None:
         """torch's, after refusing a foreign state_dict or different settings; fp32 state kept."""
@@ -339,7 +318,6 @@ class Muon(torch.optim.Optimizer):
         check_saved_settings("Muon", state_dict, self.settings())
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)  # keep fp32 momentum/moments of bf16 params
-        self._link_aux()
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -348,15 +326,26 @@ class Muon(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         check_dense_grads("Muon", self.param_groups)
-        if self._aux is not None:
-            self._aux.step()
+        # the use_muon=False groups: AdamW's per-group math on this optimizer's own state (no
+        # nested optimizer: torch.compile then sees one Optimizer and one state dict); SR ids
+        # count from 0 over those groups, Muon's from _SR_ID_BASE (as before: the same bits)
+        aux = params_with_grads([g for g in self.param_groups if not g["use_muon"]])
         work = params_with_grads([g for g in self.param_groups if g["use_muon"]], first_id=_SR_ID_BASE)
+        aux_live = [p for _, ps, _ in aux for p in ps]
         live = [p for _, ps, _ in work for p in ps]
+        for p in aux_live:
+            adamw_init_state_(self.state[p], p, master_weights=False)
         for p in live:
             self._init_state(p)
-        steps = [self.state[p]["step"] for p in live]
+        steps = [self.state[p]["step"] for p in aux_live + live]
         counts = advance_steps_(steps, foreach=self.foreach, sr=self.stochastic_rounding)  # None without SR
-        sr_steps = iter([0] * len(steps) if counts is None else counts)
+        aux_sr = None if counts is None else iter(counts[: len(aux_live)])
+        for group, ps, ids in aux:
+            adamw_step_group_(
+                self.state, group, ps, ids, None if aux_sr is None else [next(aux_sr) for _ in ps],
+                foreach=self.foreach, stochastic_rounding=self.stochastic_rounding, seed=self.seed,
+            )  # fmt: skip
+        sr_steps = iter([0] * len(live) if counts is None else counts[len(aux_live) :])
         # momentum and U per Muon param, grouped by NS schedule (one distributed call each)
         jobs: dict[tuple, list[tuple[Tensor, dict, Tensor, int, int]]] = {}
         for group, ps, ids in work:
