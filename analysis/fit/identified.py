@@ -24,8 +24,8 @@ __all__ = ["why_not_identified"]
 
 def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | None = None,
                        n_free: int = 3) -> str | None:
-    """The reason C is not identified (words only: no number of an unidentified fit is
-    written anywhere), or None. ``fitted``: the fit's values at ``x``; ``c_halfwidth``: the
+    """The reason C is not identified (no parameter of an unidentified fit is written; a
+    rise is given in the data's numbers: where, how far, against the scatter), or None. ``fitted``: the fit's values at ``x``; ``c_halfwidth``: the
     half-width of C's interval, where the fit has one (nan or inf: no finite interval);
     ``n_free``: the fit's free parameters (2 when B is fixed), for the residual scatter."""
     x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
@@ -34,12 +34,14 @@ def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | No
     if C < 1e-2 * float(np.min(y)):  # within 1% of the bound
         return "C at its bound 0: the points do not bend, no asymptote is identified"
     scatter = float(np.sqrt(np.sum((y - fitted) ** 2) / max(y.size - n_free, 1)))
-    by_x = y[np.argsort(x, kind="stable")]
-    rise = float(np.max(by_x - np.minimum.accumulate(by_x)))  # above the best at smaller x
-    if rise > max(scatter, 1e-12):
-        return ("the loss rises again with x (a point is above the best loss at a smaller x by more "
-                "than the residual scatter: overfitting), so the points are not a falling curve "
-                "and no asymptote is identified")
+    order = np.argsort(x, kind="stable")
+    by_x = y[order]
+    above = by_x - np.minimum.accumulate(by_x)  # above the best at a smaller x
+    if (rise := float(np.max(above))) > max(scatter, 1e-12):
+        at = float(x[order][int(np.argmax(above))])
+        return (f"the loss rises again with x (the point at x = {at:.4g} lies {rise:.4f} above the "
+                f"best loss at a smaller x, more than the residual scatter {scatter:.4f}: "
+                "overfitting), so the points are not a falling curve and no asymptote is identified")
     drop = float(fitted[np.argmin(x)] - fitted[np.argmax(x)])
     if drop <= 2.0 * scatter:
         return ("the fitted fall across the data is within twice the residual scatter: the loss "
