@@ -179,6 +179,27 @@ class SpectralConv(LMO):
             return w.mul_(self.factor(w.shape))
 
 
+def _l2_norms(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """ℓ2 norms of the 2-D ``x`` along ``dim`` (0: of the columns, [1, n]; -1: of the rows,
+    [m, 1]), ``x.norm(dim=dim, keepdim=True)`` in eager code.
+
+    Under torch.compile the sums of squares are a matmul with a ones vector instead: Inductor's
+    CPU backend (torch 2.13) crashes (``InductorError: KeyError: 'buf…'`` in
+    ``try_outer_loop_fusion_with_local_buf``) when a row or column norm of a tensor is fused
+    with the in-place update that produced it and an in-place update that consumes it, as in
+    Scion's momentum → ColNorm/RowNorm → weight update (pure-torch reproduction in
+    optim/README.md, "Speed: foreach and compile"). The matmul is an extern kernel between the
+    two loops, so that fusion is never tried. Eager code keeps ``norm`` (unchanged bits); the
+    compiled sums differ from it in summation order only (fp32 rounding).
+    """
+    if not torch.compiler.is_compiling():
+        return x.norm(dim=dim, keepdim=True)
+    sq = x * x
+    if dim == 0:
+        return (x.new_ones(1, x.shape[0]) @ sq).sqrt()
+    return (sq @ x.new_ones(x.shape[-1], 1)).sqrt()
+
+
 @dataclass(frozen=True)
 class ColNorm(LMO):
     """ℓ1→RMS ball: every column to RMS 1 (normalized=True: RMS 1/d_in).
@@ -197,7 +218,7 @@ class ColNorm(LMO):
     def direction(self, g):
         x = g.to(torch.float32)
         x = x.t() if self.transpose else x  # [d_out, d_in]
-        rms = x.norm(dim=0, keepdim=True) / math.sqrt(x.shape[0])  # [1, d_in]
+        rms = _l2_norms(x, 0) / math.sqrt(x.shape[0])  # [1, d_in]
         if self.normalized:
             rms = rms * x.shape[1]
         s = x / (rms + EPS)
@@ -227,7 +248,7 @@ class RowNorm(LMO):
     def direction(self, g):
         x = g.to(torch.float32)
         x = x.t() if self.transpose else x
-        n = x.norm(dim=-1, keepdim=True)  # [d_out, 1]
+        n = _l2_norms(x, -1)  # [d_out, 1]
         if self.normalized:
             n = n * math.sqrt(x.shape[-1])
         s = x / (n + EPS)
