@@ -1,45 +1,64 @@
-"""bf16 stochastic rounding keyed by a counter-based RNG (like karpathy/llm.c's).
+"""bf16 stochastic rounding keyed by a counter-based hash (like karpathy/llm.c's).
 
 The rounding of element ``i`` of a parameter at a given step depends only on
-``(seed, step, param_id, global element index)``: the random bits come from
-Philox-4x32-10 (Salmon et al., SC'11) with counter = global index and key =
-a 64-bit mix of (seed, step, param_id). Hence
+``(seed, step, param_id, global element index)``. Hence
 
 - every data-parallel replica rounds a replicated parameter identically
-  (no communication, no shared generator state), and
+  (no communication, no shared generator state),
 - a shard holding global elements ``k..k+n`` rounds exactly like elements
-  ``k..k+n`` of the full tensor (sharding-independent).
+  ``k..k+n`` of the full tensor (sharding-independent), and
+- a resumed run rounds like an uninterrupted one (the key takes the integer step count).
 
-The Philox rounds are written with int64 torch ops on 32-bit values (every
-product is split into 16-bit halves so nothing overflows int64), and follow
-``triton.language.randint4x(key, counter)`` bit for bit (counter words (ctr_lo, ctr_hi,
-0, 0), key words (key_lo, key_hi)). One evaluation gives 128 bits, i.e. the 16 random
-bits of 8 consecutive elements: element i uses counter i // 8 (``random16``).
+Random bits. K = ``sr_key(seed, step, param_id)`` is a 64-bit SplitMix64 mix (Steele et al.
+2014) of the three integers (pure Python, the same on every host). Element i belongs to the
+pair q = i // 2; with piece p = q >> 31 and counter c = q mod 2^31, the 32-bit word
+``h = lowbias32(c XOR k_p)``, k_p = (K XOR p·0x9E3779B9) mod 2^32, supplies both elements of
+the pair: u(i) = 16-bit half (i mod 2) of h (even i: the low half). lowbias32 is C. Wellons'
+2-round integer hash (x ^= x>>16; x *= 0x7feb352d; x ^= x>>15; x *= 0x846ca68b; x ^= x>>16;
+"Prospecting for Hash Functions", 2018, nullprogram.com; in the hash-prospector repository):
+a bijection of 32-bit words whose avalanche bias he reports as about 0.17, below murmur3's
+fmix32 finaliser (about 0.26). r(i) = u(i) are the 16 random bits added to element i. (p is 0
+for every tensor under 2^32 elements; it exists so that larger ones never reuse a counter.) ``optim.sr_kernel`` (Triton, CUDA) computes the same h in uint32.
 
-Bit trick (as in pytorch/ao): view fp32 as int32, add a uniform r in [0, 2^16), mask
-with 0xFFFF0000; the magnitude rounds up with probability frac / 2^16, so
-E[SR(x)] = x and the bf16 cast afterwards is exact. Values that
-round past the bf16 maximum become inf (as in torchao). NaNs become the bf16 quiet NaN
-0x7FC0. On CUDA (with triton) ``optim.sr_kernel`` computes the same bits in one kernel.
+Bit trick (as in pytorch/ao): view fp32 as int32, add r in [0, 2^16) and keep the upper 16
+bits: the magnitude rounds up with probability frac / 2^16, so E[SR(x)] = x when r is
+uniform. Values that round past the bf16 maximum become inf (as in torchao); ±inf stay ±inf
+(their low bits are 0, so nothing carries); NaNs become the bf16 quiet NaN 0x7FC0.
+
+Why this hash and not Philox (measured, bench/sr_adamw_step.py, one CPU thread, process
+CPU time, median of 9 interleaved repeats, 2-core AMD EPYC shared with load ~2.7-3):
+the former key fed Philox-4x32-10 (Salmon et al., SC'11, Triton's ``tl.randint4x``), whose
+ten rounds of 32x32->64-bit products cost ~200 small int64 torch ops per parameter; the
+SR-AdamW bf16 step then cost 12.5x the fp32 AdamW step (3.5M params, GPT d=256, 4 layers),
+13.5x (133k params) and 4.9x (one 32x32). With one lowbias32 per *pair* of elements (13 int32
+ops on n/2 words) and a 5-pass bit trick the ratios are RATIOS_AFTER. Unbiasedness needs
+r uniform and independent of x, not cryptographic strength; the statistical checks in
+optim/tests/test_stochastic_rounding.py (uniformity of the 16-bit draws by chi-square over
+256 bins, each bit's frequency, correlation ~0 between neighbouring elements, the two
+halves of a pair and consecutive steps, unbiased rounding over many keys) all pass with
+stated bounds. The key is 32 bits per (step, param, piece): two keys may collide (about one
+pair in 2^32), which only makes two roundings share their noise pattern.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
+import sys
 
 import torch
 
-__all__ = ["philox4x32", "random16", "sr_key", "stochastic_round_"]
+__all__ = ["lowbias32", "random16", "sr_key", "stochastic_round_"]
 
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
-# Philox-4x32 constants (Salmon et al. 2011; identical in triton.language.random).
-_ROUND_A = 0xD2511F53
-_ROUND_B = 0xCD9E8D57
-_KEY_A = 0x9E3779B9
-_KEY_B = 0xBB67AE85
-_ROUNDS = 10
+# lowbias32 (C. Wellons, hash-prospector): (shift, multiplier) rounds, then a final x ^= x >> 16
+_LB_ROUNDS = ((16, 0x7FEB352D), (15, 0x846CA68B))
+_LB_FINAL = 16
+_PIECE_MUL = 0x9E3779B9  # 2^32 / golden ratio: spreads the piece number p over the key
+_PIECE_BITS = 31  # counters c = q mod 2^31 fit int32 without sign
 _HAS_TRITON = importlib.util.find_spec("triton") is not None
+_LITTLE = sys.byteorder == "little"  # int16 view of an int32: [low half, high half]
 _BF16_NAN = 0x7FC0  # quiet NaN bit pattern written for NaN inputs (as optim.sr_kernel)
 
 
@@ -52,61 +71,126 @@ def _splitmix64(x: int) -> int:
 
 
 def sr_key(seed: int, step: int, param_id: int) -> int:
-    """64-bit Philox key for (seed, step, param_id); pure integer math, same on every host."""
+    """64-bit key for (seed, step, param_id); pure integer math, same on every host."""
     k = _splitmix64(int(seed) & _M64)
     k = _splitmix64(k ^ (int(step) & _M64))
     return _splitmix64(k ^ (int(param_id) & _M64))
 
 
-def _mulhilo(a: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(hi32, lo32) of the 64-bit product a·x, a a 32-bit constant, x int64 holding uint32.
-
-    a·x = a_hi·x·2^16 + a_lo·x with a_hi, a_lo < 2^16, so each partial product is < 2^48.
-    """
-    a_hi, a_lo = a >> 16, a & 0xFFFF
-    p_lo = x * a_lo  # < 2^48
-    t = x * a_hi + (p_lo >> 16)  # = floor(a·x / 2^16) < 2^49
-    hi = t >> 16
-    lo = ((t & 0xFFFF) << 16) | (p_lo & 0xFFFF)
-    return hi, lo
+def _as_int32(v):
+    """A value in [0, 2^32) as the signed int32 with the same bits (branch-free: it may be a
+    symbolic int under torch.compile)."""
+    return ((v + 2**31) & _M32) - 2**31
 
 
-def philox4x32(key: int, counter: torch.Tensor) -> torch.Tensor:
-    """Philox-4x32-10 at counters (int64, >= 0): the four 32-bit output words, int64 ``[*, 4]``.
+def piece_key(key: int, piece: int) -> int:
+    """k_p = (K XOR p·0x9E3779B9) mod 2^32, as a signed int32 value (module docstring)."""
+    return _as_int32((key ^ (piece * _PIECE_MUL)) & _M32)
 
-    Counter words (ctr_lo, ctr_hi, 0, 0), key words (key_lo, key_hi): equals Triton's
-    ``tl.randint4x(key, counter)`` for int64 counters, word for word.
-    """
-    c0 = counter & _M32
-    c1 = (counter >> 32) & _M32
-    c2 = torch.zeros_like(c0)
-    c3 = torch.zeros_like(c0)
-    k0, k1 = key & _M32, (key >> 32) & _M32
-    for _ in range(_ROUNDS):
-        hi_b, lo_b = _mulhilo(_ROUND_B, c2)
-        hi_a, lo_a = _mulhilo(_ROUND_A, c0)
-        c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
-        k0, k1 = (k0 + _KEY_A) & _M32, (k1 + _KEY_B) & _M32
-    return torch.stack((c0, c1, c2, c3), dim=-1)
+
+def lowbias32(x: int) -> int:
+    """Wellons' lowbias32 on a Python int (the reference the tensor code is tested against)."""
+    x &= _M32
+    for shift, mul in _LB_ROUNDS:
+        x = ((x ^ (x >> shift)) * mul) & _M32
+    return x ^ (x >> _LB_FINAL)
+
+
+def _int32_consts(as_tensors: bool) -> dict:
+    """The hash's shifts, masks and multipliers as int32 values: Python ints, or 0-d CPU int32
+    tensors (eager: an op with a 0-d tensor costs ~2 us, with a Python scalar ~4.5 us, and
+    small params are bound by per-op overhead; TensorIterator treats both as a scalar)."""
+    wrap = (lambda v: torch.tensor(v, dtype=torch.int32)) if as_tensors else (lambda v: v)
+    return {
+        "rounds": [(wrap(s), wrap((1 << (32 - s)) - 1), wrap(_as_int32(m))) for s, m in _LB_ROUNDS],
+        "final": (wrap(_LB_FINAL), wrap((1 << (32 - _LB_FINAL)) - 1)),
+        "sixteen": wrap(16),
+    }
+
+
+_CONSTS = {False: _int32_consts(False), True: _int32_consts(True)}
+
+
+def _consts() -> dict:
+    return _CONSTS[not torch.compiler.is_compiling()]
+
+
+def _lowbias32_(x: torch.Tensor) -> torch.Tensor:
+    """lowbias32 in place on an int32 tensor (the uint32 bits). A logical right shift is an
+    arithmetic one masked to 32 - s bits; int32 products wrap mod 2^32 (two's complement),
+    which keeps the low 32 bits of the uint32 product."""
+    c = _consts()
+    t = torch.empty_like(x)
+    for shift, mask, mul in c["rounds"]:
+        torch.bitwise_right_shift(x, shift, out=t).bitwise_and_(mask)
+        x.bitwise_xor_(t).mul_(mul)
+    shift, mask = c["final"]
+    torch.bitwise_right_shift(x, shift, out=t).bitwise_and_(mask)
+    return x.bitwise_xor_(t)
+
+
+_IOTA: dict[torch.device, torch.Tensor] = {}  # eager only: a cached int32 0, 1, 2, ... per device
+_IOTA_MAX = 1 << 22  # 16 MiB of int32 at most; longer ranges call arange
+
+
+def _keyed_counters(c0: int, m: int, k: int, device: torch.device) -> torch.Tensor:
+    """int32 [m]: (c0 + j) XOR k for j < m (c0 + m <= 2^31; k a signed int32 value). Eager
+    code slices a cached arange (torch's CPU arange is not vectorised, and one op is one op
+    less: small params are bound by per-op overhead)."""
+    if c0 + m > _IOTA_MAX or torch.compiler.is_compiling():
+        return torch.arange(c0, c0 + m, dtype=torch.int32, device=device).bitwise_xor_(k)
+    iota = _IOTA.get(device)
+    if iota is None or iota.numel() < c0 + m:
+        size = min(_IOTA_MAX, max(2 * (c0 + m), 1 << 16))
+        iota = _IOTA[device] = torch.arange(size, dtype=torch.int32, device=device)
+    return torch.bitwise_xor(iota[c0 : c0 + m], torch.scalar_tensor(k, dtype=torch.int32))
+
+
+def _halves(h: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """int32 [b - a]: the 16-bit halves a .. b - 1 of the words h in element order (2j: the
+    low half of h[j], 2j + 1: its high half), zero-extended."""
+    if _LITTLE and not torch.compiler.is_compiling():
+        return h.view(torch.uint16)[a:b].to(torch.int32)  # one pass
+    # traced code (no uint16 there) and big-endian hosts: the halves explicitly
+    return torch.stack((h & 0xFFFF, (h >> 16) & 0xFFFF), dim=-1).reshape(-1)[a:b]
+
+
+def _random16_range(key: int, start: int, n: int, device: torch.device) -> torch.Tensor:
+    """int32 [n]: r(i) for i = start .. start + n - 1 (n >= 1), one hash per pair."""
+    first, last = start >> 1, (start + n - 1) >> 1  # pair counters q
+    if last >> _PIECE_BITS == 0:  # piece 0 only: every tensor under 2^32 elements
+        h = _lowbias32_(_keyed_counters(first, last - first + 1, piece_key(key, 0), device))
+        return _halves(h, start & 1, (start & 1) + n)
+    parts = []
+    for piece in range(first >> _PIECE_BITS, (last >> _PIECE_BITS) + 1):
+        base = piece << _PIECE_BITS
+        q0, q1 = max(first, base), min(last, base + (1 << _PIECE_BITS) - 1)
+        h = _lowbias32_(_keyed_counters(q0 - base, q1 - q0 + 1, piece_key(key, piece), device))
+        parts.append(_halves(h, max(start, 2 * q0) - 2 * q0, min(start + n, 2 * q1 + 2) - 2 * q0))
+    return torch.cat(parts)
+
+
+def _random16_index(key: int, index: torch.Tensor) -> torch.Tensor:
+    """int32 [n]: r(i) for arbitrary global indices (int64 tensor)."""
+    q = index >> 1
+    piece = q >> _PIECE_BITS
+    kp = (key & _M32) ^ ((piece * _PIECE_MUL) & _M32)  # int64, in [0, 2^32)
+    x = (q & ((1 << _PIECE_BITS) - 1)) ^ kp
+    h = _lowbias32_(torch.where(x >= 2**31, x - 2**32, x).to(torch.int32))
+    return (h >> (16 * (index & 1)).to(torch.int32)) & 0xFFFF  # the wanted half
 
 
 def random16(key: int, index: torch.Tensor | tuple[int, int], device=None) -> torch.Tensor:
-    """16 uniform random bits (int32 in [0, 2^16)) for each global element index.
+    """r(i), the 16 uniform random bits (int32 in [0, 2^16)) that SR adds to element i.
 
-    Element i takes 16-bit half (i mod 2) of word (i mod 8) // 2 of Philox at counter i // 8:
-    one Philox evaluation serves 8 consecutive elements. ``index`` is an int64 tensor of
-    global indices, or (start, n) for the contiguous range start .. start + n - 1.
+    ``index`` is an int64 tensor of global indices, or (start, n) for the contiguous range
+    start .. start + n - 1. r(i) = half (i mod 2) of lowbias32 at pair i // 2 (module docstring).
     """
     if isinstance(index, tuple):
-        start, n = index
-        first, last = start // 8, (start + n - 1) // 8
-        ctr = torch.arange(first, last + 1, dtype=torch.int64, device=device)
-        words = philox4x32(key, ctr)  # [ctr, 4]
-        halves = torch.stack((words & 0xFFFF, words >> 16), dim=-1).reshape(-1)  # [ctr·8]
-        return halves[start - 8 * first : start - 8 * first + n].to(torch.int32)
-    words = philox4x32(key, index // 8)  # [n, 4]
-    word = words.gather(-1, ((index % 8) // 2).unsqueeze(-1)).squeeze(-1)
-    return ((word >> (16 * (index % 2))) & 0xFFFF).to(torch.int32)
+        if index[1] == 0:
+            return torch.zeros(0, dtype=torch.int32, device=device)
+        return _random16_range(key, int(index[0]), int(index[1]), torch.device(device or "cpu"))
+    return _random16_index(key, index.to(torch.int64))
 
 
 def stochastic_round_(
@@ -120,7 +204,7 @@ def stochastic_round_(
 ) -> torch.Tensor:
     """Write SR_bf16(src_fp32) into ``dst_bf16`` in place and return it.
 
-    dst_bf16: bf16 tensor with src's numel (any shape; written through ``copy_``).
+    dst_bf16: bf16 tensor with src's numel (any shape and strides).
     src_fp32: fp32 values to round (not modified).
     seed, step, param_id: the RNG key; pass the same triple on every replica.
     offset: global flat index of ``src``'s first element (a contiguous shard at
@@ -133,24 +217,33 @@ def stochastic_round_(
         raise ValueError(
             f"stochastic_round_: dst has {dst_bf16.numel()} elements, src {src_fp32.numel()}"
         )
-    x = src_fp32.detach().to(torch.float32).contiguous().view(-1)  # [n]
+    x = src_fp32.detach()
+    if x.dtype != torch.float32 or not x.is_contiguous():
+        x = x.to(torch.float32).contiguous()
+    x = x.view(-1)  # [n]
     n = x.numel()
+    key = sr_key(seed, step, param_id)
     if x.is_cuda and _HAS_TRITON and not isinstance(offset, torch.Tensor):
         from .sr_kernel import stochastic_round_triton_  # fused, bit-identical to the path below
 
-        return stochastic_round_triton_(dst_bf16, x, sr_key(seed, step, param_id), int(offset))
+        return stochastic_round_triton_(dst_bf16, x, key, int(offset))
     if isinstance(offset, torch.Tensor):
         index = offset.to(device=x.device, dtype=torch.int64).reshape(-1)
         if index.numel() != n:
             raise ValueError(f"stochastic_round_: offset index has {index.numel()} elements, src {n}")
-    else:
-        index = (int(offset), n)
-    if n == 0:
+        bits = _random16_index(key, index)
+    elif n == 0:
         return dst_bf16
-    r = random16(sr_key(seed, step, param_id), index, device=x.device)  # [n] uniform in [0, 2^16)
-    bits = x.view(torch.int32) + r  # carries into the kept bits w.p. frac/2^16
-    rounded = (bits & -65536).view(torch.float32)  # -65536 == 0xFFFF0000 as int32
-    out = rounded.to(torch.bfloat16).view(torch.int16)  # exact: the low half is zero
-    out = torch.where(torch.isnan(x), _BF16_NAN, out)  # one canonical NaN on every backend
-    dst_bf16.copy_(out.view(torch.bfloat16).view(dst_bf16.shape))
+    else:
+        bits = _random16_range(key, int(offset), n, x.device)  # a fresh int32 [n]: reused below
+    # x + r carries into the kept upper half w.p. frac / 2^16
+    bits.add_(x.view(torch.int32)).bitwise_right_shift_(_consts()["sixteen"])  # sign-extended upper half
+    out = dst_bf16.view(torch.int16)
+    out.copy_(bits.view(dst_bf16.shape))  # int32 -> int16 keeps the low 16 bits: the bf16 bits
+    # NaN inputs (only they can carry out of their class) become one canonical NaN. Eager
+    # code first asks whether there is any (a sum is NaN iff some term is NaN, or +inf and
+    # -inf meet): one vectorised pass instead of isnan + masked_fill on every param; traced
+    # code does the fix unconditionally (no data-dependent branch).
+    if torch.compiler.is_compiling() or not math.isfinite(x.sum().item()):
+        out.masked_fill_(torch.isnan(x).view(dst_bf16.shape), _BF16_NAN)
     return dst_bf16
