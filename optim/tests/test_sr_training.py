@@ -16,7 +16,8 @@ import optim
 
 STEPS, LR = 300, 1e-3
 SR_TOL = 0.10
-"""|loss_SR / loss_fp32 - 1| allowed. Measured over SR seeds 0-4: within 3%."""
+"""|loss_SR / loss_fp32 - 1| allowed. Measured over SR seeds 0-4: 0.7%, 1.9%, 2.9%, 1.7%, 2.1%
+(lowbias32 bits; the former Philox bits: within 3%)."""
 RTN_FACTOR = 2.0
 """loss_RTN / loss_fp32 required at least. Measured: about 4.4."""
 
