@@ -5,8 +5,10 @@ over the sizes it was fitted on, with a 95% delta-method band (``AsymptoteFit.ba
 the same range, and its asymptote C as a dashed line in its 95% CI band, only when that
 asymptote is reportable (``infinite_compute.reportable``), with the largest size ringed: the
 point the extrapolation check holds out. A recipe whose loss rises with N gets a dotted line
-at its best observed loss minus 2 sigma, the level the verdict holds it to. The title says
-what is drawn.
+at its best observed loss minus 2 sigma, the level the verdict holds it to. Students are one
+star per block at their seeds' mean (+-1 SD). When a recipe was run at several budgets U
+(``budgets``), a lower panel shows its asymptote per U with its CI and multiplier, over the
+reference recipe's best loss per U and its data law. The title says what is drawn.
 """
 
 from __future__ import annotations
@@ -62,9 +64,62 @@ def _draw_best_observed(ax, res: RecipeAnalysis, recipe: str, style: dict[str, s
     return True
 
 
+def _draw_students(ax, students: pl.DataFrame) -> None:
+    """One star per student block and size: the mean over its seeds, with +-1 SD bars when
+    it has several (the seeds are its replicates, not separate results)."""
+    if not students.height:
+        return
+    means = students.group_by("block", "N", maintain_order=True).agg(
+        pl.col("loss").mean().alias("mean"), pl.col("loss").std().alias("sd"), pl.len().alias("n"))
+    for j, row in enumerate(means.iter_rows(named=True)):
+        several = row["n"] > 1
+        label = f"{row['block']} student" + (f" (mean of {row['n']} seeds, +-1 SD)" if several else "")
+        ax.errorbar([row["N"]], [row["mean"]], yerr=[row["sd"]] if several else None, fmt="*", ms=12,
+                    color=f"C{(j + 5) % 10}", capsize=3, zorder=4, label=label)
+
+
+def _draw_budgets(ax, res: RecipeAnalysis) -> None:
+    """The lower panel: each recipe's asymptote E at every budget U with its 95% CI and its
+    multiplier there, over the reference recipe's best loss per U and its data law."""
+    pts = res.data_points
+    u = pts["U"].to_numpy().astype(float)
+    ax.plot(u, pts["loss"], "o", color="0.45", ms=5, label=f"{res.reference}, best observed per U")
+    if res.data_law is not None:
+        grid = np.geomspace(u.min(), u.max(), 100)
+        form = "A/U^B + C" if res.data_law.floor else "A/U^B"
+        ax.plot(grid, res.data_law.fit.predict(grid / SCALE), "-", color="0.45", lw=1.2,
+                label=f"  {res.reference} data law {form}")
+    for i, ((recipe,), sub) in enumerate(res.budgets.group_by("recipe", maintain_order=True)):
+        style = style_of(recipe, i)
+        ok = sub.filter(pl.col("why").is_null()).sort("U")
+        if not ok.height:
+            continue
+        E = ok["E"].to_numpy()
+        err = np.stack([E - ok["lo"].to_numpy(), ok["hi"].to_numpy() - E])
+        ax.errorbar(ok["U"], E, yerr=err, fmt=style["marker"], color=style["color"], capsize=3, ms=6,
+                    label=f"{recipe} asymptote E per U (95% CI)")
+        for row in ok.filter(pl.col("m_why").is_null()).iter_rows(named=True):
+            ax.annotate(f"x{row['multiplier']:.2f}", (row["U"], row["E"]), textcoords="offset points",
+                        xytext=(7, -3), fontsize=8, color=style["color"])
+    log_x(ax, u.min() / 1.3, u.max() * 1.3)
+    ax.set_xlabel("unique tokens U")
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title(f"Asymptote at each budget; x: multiplier vs the {res.reference} recipe's best there",
+                 fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    legend_outside(ax)
+
+
 def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
-    """Loss vs N per recipe with fits, bands and (identified) asymptotes; returns the figure."""
-    fig, ax = plt.subplots(figsize=(8.2, 4.6), layout="constrained")
+    """Loss vs N per recipe with fits, bands and (identified) asymptotes, and, when a recipe
+    was run at several budgets, its asymptote against U below; returns the figure."""
+    budgets = res.budgets.height > 0 and res.data_points.height > 0
+    if budgets:
+        fig, (ax, low) = plt.subplots(2, 1, figsize=(8.2, 7.8), layout="constrained",
+                                      height_ratios=(1.6, 1.0))
+        _draw_budgets(low, res)
+    else:
+        fig, ax = plt.subplots(figsize=(8.2, 4.6), layout="constrained")
     best = res.best_per_n
     n_all = best["N"].to_numpy().astype(float)
     curves = bands = asymptotes = dotted = 0
@@ -91,10 +146,7 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
         style = style_of("ensemble (K->inf)", 0)
         ax.plot(kmax["N"], kmax["loss"], style["marker"], color=style["color"], mfc="none", ms=7,
                 zorder=3, label=f"ensemble K={int(kmax['K'][0])} (observed)")
-    for j, row in enumerate(res.students.iter_rows(named=True)):
-        tag = f" {row['run_id']}" if "run_id" in row and (res.students["block"] == row["block"]).sum() > 1 else ""
-        ax.plot([row["N"]], [row["loss"]], "*", ms=12, color=f"C{(j + 5) % 10}", zorder=4,
-                label=f"{row['block']} student{tag}")
+    _draw_students(ax, res.students)
     log_x(ax, n_all.min() / 1.3, n_all.max() * 1.3)
     ax.set_xlabel("parameters N (per model)")
     ax.set_ylabel(LOSS_LABEL)
