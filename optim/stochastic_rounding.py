@@ -48,7 +48,7 @@ import sys
 
 import torch
 
-__all__ = ["lowbias32", "random16", "sr_key", "stochastic_round_"]
+__all__ = ["lowbias32", "random16", "sr_key", "sr_key_tensor", "stochastic_round_"]
 
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -77,14 +77,40 @@ def sr_key(seed: int, step: int, param_id: int) -> int:
     return _splitmix64(k ^ (int(param_id) & _M64))
 
 
+def _i64(v: int) -> int:
+    """A 64-bit pattern as the signed int64 value with the same bits."""
+    return ((v + 2**63) & _M64) - 2**63
+
+
+def _splitmix64_t(x: torch.Tensor) -> torch.Tensor:
+    """``_splitmix64`` on an int64 tensor holding 64-bit patterns: sums and products wrap mod
+    2^64 (two's complement), logical right shifts are arithmetic ones masked to 64 - s bits."""
+    x = x + _i64(0x9E3779B97F4A7C15)
+    x = (x ^ ((x >> 30) & ((1 << 34) - 1))) * _i64(0xBF58476D1CE4E5B9)
+    x = (x ^ ((x >> 27) & ((1 << 37) - 1))) * _i64(0x94D049BB133111EB)
+    return x ^ ((x >> 31) & ((1 << 33) - 1))
+
+
+def sr_key_tensor(seed: int, step, param_id: int, device=None) -> torch.Tensor:
+    """``sr_key`` as a 0-d int64 tensor (the same 64 bits, signed), for traced code: there the
+    step is a symbolic int (read from the step tensors inside the graph), and SplitMix64 on a
+    symbolic int builds an index expression with 64-bit constants that Inductor cannot print
+    (an int64 overflow at code generation). As tensor math it is computed in the kernel.
+    The key is then used only in tensor ops (``piece_key`` and the hash accept it)."""
+    k = torch.scalar_tensor(_i64(_splitmix64(int(seed) & _M64)), dtype=torch.int64, device=device)
+    k = _splitmix64_t(k ^ torch.scalar_tensor(step, dtype=torch.int64, device=device))
+    return _splitmix64_t(k ^ _i64(int(param_id) & _M64))
+
+
 def _as_int32(v):
-    """A value in [0, 2^32) as the signed int32 with the same bits (branch-free: it may be a
-    symbolic int under torch.compile)."""
+    """A value in [0, 2^32) as the signed int32 with the same bits (branch-free: under
+    torch.compile it is an int64 tensor, ``sr_key_tensor``)."""
     return ((v + 2**31) & _M32) - 2**31
 
 
-def piece_key(key: int, piece: int) -> int:
-    """k_p = (K XOR p·0x9E3779B9) mod 2^32, as a signed int32 value (module docstring)."""
+def piece_key(key, piece: int):
+    """k_p = (K XOR p·0x9E3779B9) mod 2^32, as a signed int32 value (module docstring); K an
+    int, or a 0-d int64 tensor (``sr_key_tensor``: then a tensor)."""
     return _as_int32((key ^ (piece * _PIECE_MUL)) & _M32)
 
 
@@ -222,8 +248,11 @@ def stochastic_round_(
         x = x.to(torch.float32).contiguous()
     x = x.view(-1)  # [n]
     n = x.numel()
-    key = sr_key(seed, step, param_id)
-    if x.is_cuda and _HAS_TRITON and not isinstance(offset, torch.Tensor):
+    if torch.compiler.is_compiling():  # a tensor key: Inductor fuses the torch path (any device)
+        key = sr_key_tensor(seed, step, param_id, x.device)
+    else:
+        key = sr_key(seed, step, param_id)
+    if x.is_cuda and _HAS_TRITON and isinstance(key, int) and not isinstance(offset, torch.Tensor):
         from .sr_kernel import stochastic_round_triton_  # fused, bit-identical to the path below
 
         return stochastic_round_triton_(dst_bf16, x, key, int(offset))

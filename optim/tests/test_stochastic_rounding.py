@@ -16,7 +16,7 @@ import torch.distributed as dist
 from _ranks import run_ranks
 from _waits import CEILING_S
 
-from optim.stochastic_rounding import lowbias32, piece_key, random16, sr_key, stochastic_round_
+from optim.stochastic_rounding import lowbias32, piece_key, random16, sr_key, sr_key_tensor, stochastic_round_
 
 N_DRAWS = 100_000
 
@@ -205,6 +205,32 @@ def test_unbiased_over_many_keys():
     assert bool(((mean[keep] / se[keep]).abs() < 5.5).all())
     pooled_se = torch.sqrt((p * (1 - p)).sum() / steps) / 4096
     assert abs(mean.mean().item()) < 5 * pooled_se.item()
+
+
+@pytest.mark.parametrize("seed, step, pid", [(0, 0, 0), (7, 2**40, 3), (2**64 - 1, 2**63 - 1, 2**64 - 5)])
+def test_tensor_key_equals_int_key(seed, step, pid):
+    """The traced path's key (int64 tensor math) has the bits of the Python-int key."""
+    key = sr_key(seed, step, pid)
+    t = sr_key_tensor(seed, step, pid)
+    assert t.dtype == torch.int64 and (int(t) & 0xFFFFFFFFFFFFFFFF) == key
+    for piece in (0, 1, 2**31 + 3):
+        assert int(piece_key(t, piece)) == piece_key(key, piece)
+
+
+def test_traced_branch_equals_eager(monkeypatch):
+    """What traced code runs (tensor key, arange counters, halves by shifts, Python-int
+    constants, the NaN fix without the eager any-NaN test) writes the eager bits; the traced
+    run itself is covered by optim/tests/test_compile.py (in the scalelab repository)."""
+    g = torch.Generator().manual_seed(1)
+    src = torch.randn(3001, generator=g) * torch.logspace(-30, 30, 3001)
+    src[[0, 17, 3000]] = torch.tensor([float("nan"), float("inf"), -float("nan")])
+    cases = [(0, 5, 0, 0), (3, 2**33, 2, 7), (1, 2, 3, 2**32 - 1001)]
+    eager = [stochastic_round_(torch.empty(3001, dtype=torch.bfloat16), src, seed=a, step=b, param_id=c, offset=o)
+             for a, b, c, o in cases]
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    for (a, b, c, o), ref in zip(cases, eager):
+        out = stochastic_round_(torch.empty(3001, dtype=torch.bfloat16), src, seed=a, step=b, param_id=c, offset=o)
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), (a, b, c, o)
 
 
 def test_nan_inf_and_overflow():
