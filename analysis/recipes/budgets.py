@@ -122,7 +122,8 @@ def budget_lines(table: pl.DataFrame, reference: str) -> list[str]:
 def _trend(sub: pl.DataFrame) -> str | None:
     """'the multiplier holds from U = a to U = b (x.. -> x..)' / 'grows' / 'shrinks', judged
     between the smallest and largest budgets with a multiplier: 'grows' or 'shrinks' only
-    when their CIs do not overlap."""
+    when their CIs do not overlap; then whether every budget's interval lies above x1 (the
+    gain persists) or which budgets' reach it."""
     ok = sub.filter(pl.col("m_why").is_null()).sort("U")
     if ok.height < 2:
         return None
@@ -133,5 +134,8 @@ def _trend(sub: pl.DataFrame) -> str | None:
         word = "shrinks"
     else:
         word = "holds (the intervals overlap)"
+    at_one = ok.filter(pl.col("m_lo") <= 1.0)["U"].to_list()
+    persists = ("the gain persists: every budget's interval lies above x1" if not at_one else
+                "no gain shown at U = " + ", ".join(f"{u:,.0f}" for u in at_one) + " (its interval reaches x1)")
     return (f"the multiplier {word} from U = {a['U']:,.0f} to U = {b['U']:,.0f} "
-            f"(x{a['multiplier']:.2f} -> x{b['multiplier']:.2f})")
+            f"(x{a['multiplier']:.2f} -> x{b['multiplier']:.2f}); {persists}")

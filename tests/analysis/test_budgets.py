@@ -58,6 +58,7 @@ def test_a_constant_multiplier_is_found_at_every_budget_and_said_to_hold():
         assert row["m_lo"] < row["multiplier"] < row["m_hi"], row
     lines = budget_lines(res.budgets, res.reference)
     assert lines[-1].startswith("regularized: the multiplier holds"), lines
+    assert lines[-1].endswith("the gain persists: every budget's interval lies above x1"), lines
     assert not any(line.startswith("standard") for line in lines), lines
 
 
@@ -83,6 +84,18 @@ def test_a_growing_multiplier_is_said_to_grow():
     res = analyze(_runs({16384: 1.5, 32768: 3.0, 65536: 6.0}))
     lines = budget_lines(res.budgets, res.reference)
     assert lines[-1].startswith("regularized: the multiplier grows from U = 16,384 to U = 65,536"), lines
+
+
+def test_a_budget_without_a_gain_is_named():
+    """A budget whose multiplier interval reaches x1 is named instead of a claim that the gain
+    persists (the table as ``budget_asymptotes`` writes it)."""
+    from analysis.recipes.budgets import SCHEMA
+
+    rows = [("regularized", 16384.0, 6, 2.3, 2.2, 2.4, None, 2.4, 1.3, 0.9, 1.9, None),
+            ("regularized", 32768.0, 8, 2.0, 1.95, 2.05, None, 2.2, 2.3, 1.9, 2.8, None)]
+    lines = budget_lines(pl.DataFrame(rows, schema=SCHEMA, orient="row"), "standard")
+    assert lines[-1] == ("regularized: the multiplier holds (the intervals overlap) from U = 16,384 to "
+                         "U = 32,768 (x1.30 -> x2.30); no gain shown at U = 16,384 (its interval reaches x1)")
 
 
 def test_one_budget_gives_no_table():
