@@ -9,8 +9,10 @@ The rounding of element ``i`` of a parameter at a given step depends only on
   ``k..k+n`` of the full tensor (sharding-independent), and
 - a resumed run rounds like an uninterrupted one (the key takes the integer step count).
 
-Random bits. K = ``sr_key(seed, step, param_id)`` is a 64-bit SplitMix64 mix (Steele et al.
-2014) of the three integers (pure Python, the same on every host). Element i belongs to the
+Random bits (the same scheme as karpathy/llm.c's SR: an integer hash of a key-mixed counter,
+there SquirrelNoise5, here Wellons' lowbias32). K = ``sr_key(seed, step, param_id)`` is a
+64-bit SplitMix64 mix (Steele et al. 2014) of the three integers (pure Python, the same on
+every host). Element i belongs to the
 pair q = i // 2; with piece p = q >> 31 and counter c = q mod 2^31, the 32-bit word
 ``h = lowbias32(c XOR k_p)``, k_p = (K XOR p·0x9E3779B9) mod 2^32, supplies both elements of
 the pair: u(i) = 16-bit half (i mod 2) of h (even i: the low half). lowbias32 is C. Wellons'
@@ -18,26 +20,47 @@ the pair: u(i) = 16-bit half (i mod 2) of h (even i: the low half). lowbias32 is
 "Prospecting for Hash Functions", 2018, nullprogram.com; in the hash-prospector repository):
 a bijection of 32-bit words whose avalanche bias he reports as about 0.17, below murmur3's
 fmix32 finaliser (about 0.26). r(i) = u(i) are the 16 random bits added to element i. (p is 0
-for every tensor under 2^32 elements; it exists so that larger ones never reuse a counter.) ``optim.sr_kernel`` (Triton, CUDA) computes the same h in uint32.
+for every tensor under 2^32 elements; it exists so that larger ones never reuse a counter.)
+``optim.sr_kernel`` (Triton, CUDA) computes the same h in uint32.
 
 Bit trick (as in pytorch/ao): view fp32 as int32, add r in [0, 2^16) and keep the upper 16
 bits: the magnitude rounds up with probability frac / 2^16, so E[SR(x)] = x when r is
 uniform. Values that round past the bf16 maximum become inf (as in torchao); ±inf stay ±inf
 (their low bits are 0, so nothing carries); NaNs become the bf16 quiet NaN 0x7FC0.
 
-Why this hash and not Philox (measured, bench/sr_adamw_step.py, one CPU thread, process
-CPU time, median of 9 interleaved repeats, 2-core AMD EPYC shared with load ~2.7-3):
-the former key fed Philox-4x32-10 (Salmon et al., SC'11, Triton's ``tl.randint4x``), whose
-ten rounds of 32x32->64-bit products cost ~200 small int64 torch ops per parameter; the
-SR-AdamW bf16 step then cost 12.5x the fp32 AdamW step (3.5M params, GPT d=256, 4 layers),
-13.5x (133k params) and 4.9x (one 32x32). With one lowbias32 per *pair* of elements (13 int32
-ops on n/2 words) and a 5-pass bit trick the ratios are RATIOS_AFTER. Unbiasedness needs
-r uniform and independent of x, not cryptographic strength; the statistical checks in
-optim/tests/test_stochastic_rounding.py (uniformity of the 16-bit draws by chi-square over
-256 bins, each bit's frequency, correlation ~0 between neighbouring elements, the two
-halves of a pair and consecutive steps, unbiased rounding over many keys) all pass with
-stated bounds. The key is 32 bits per (step, param, piece): two keys may collide (about one
-pair in 2^32), which only makes two roundings share their noise pattern.
+Why this hash and not Philox. The bits used to come from Philox-4x32-10 (Salmon et al., SC'11;
+Triton's ``tl.randint4x``): ten rounds of 32x32->64-bit products written as ~200 small int64
+torch ops per parameter. ``bench/sr_adamw_step.py`` (one bf16 ``AdamW(stochastic_rounding=True)``
+step over one fp32 AdamW step on the same shapes, one CPU thread, process CPU time, medians of
+interleaved repeats; 2-core AMD EPYC shared with other jobs, 1-min load 2.7-3.0) measured
+
+    case (params, tensors)          Philox (before)   lowbias32 pairs (now)
+    GPT d=256, 4 layers (3.5M, 52)      12.5x              1.9x - 2.1x
+    GPT d=64, 2 layers (133k, 28)       13.5x              2.3x - 2.5x
+    one 32x32 matrix                     4.9x              1.5x - 1.7x
+
+(wall-clock medians agree for the large case, 2.0x; for the 133k case they read ~4x on this
+loaded machine: the longer SR step is pre-empted more often, its fastest wall time is 2.4-2.9x
+the fastest fp32 one). Option (b), a cheaper Philox, was not tried: by our count (not
+measured), 10 rounds of two 32x32->64-bit products per 8 elements, each product split to fit
+int64, plus unpacking 8 halves, needs more int64 passes than the rounding's whole budget, and
+small params are bound by the per-op overhead (~2 us
+an op here), which only fewer ops reduce. The hash costs 12 int32 ops on n/2 words, the
+rounding 4 passes over n and a sum; eager code also slices a cached arange for the counters,
+passes its constants as 0-d tensors (an op with a Python scalar costs twice as much) and looks
+for NaNs with one sum before paying for isnan + masked_fill. Unbiasedness needs r uniform and
+independent of x, not cryptographic strength; optim/tests/test_stochastic_rounding.py checks
+it with stated bounds (chi-square over 256 bins of the high and low 8 bits of r, over one key
+and over 256 keys; joint chi-squares of the two halves of a pair and of consecutive steps;
+correlations ~0 between neighbouring elements, steps and params; each element's mean rounding
+error over 512 steps), and those checks fail for a multiply-only hash or a step-blind key.
+k_p has 32 bits: two (step, param, piece) keys collide with probability 2^-32 a pair, which
+only makes two roundings share one noise pattern.
+
+Under ``torch.compile`` the step is a symbolic int; SplitMix64 on it made index expressions
+with 64-bit constants that Inductor could not print (int64 overflow at code generation), so
+traced code computes the same key as int64 tensor math (``sr_key_tensor``) and runs the torch
+path on every device (Inductor fuses it; eager CUDA uses ``optim.sr_kernel``).
 """
 
 from __future__ import annotations
