@@ -358,7 +358,8 @@ class Muon(torch.optim.Optimizer):
             ns_steps, coeffs = group0["ns_steps"], group0["coefficients"]
 
             def ns(x: Tensor, steps=ns_steps, coeffs=coeffs) -> Tensor:  # [B, m, n] -> [B, m, n]
-                return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend)
+                return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend,
+                                     out_dtype=self.ns_dtype)  # _apply upcasts as it adds
 
             pairs = [(p, b) for p, _, pieces, *_ in items for b in pieces.unbind(0)]
             updates = iter(self._orthogonalise(pairs, ns))
@@ -412,7 +413,8 @@ class Muon(torch.optim.Optimizer):
         w = local(p)
         if w.dtype != torch.float32:
             w = w.to(torch.float32)
-        w.mul_(1 - lr * wd)
-        w.add_(o.view_as(w).to(torch.float32) * (lr * -s))
+        if torch.is_tensor(wd) or wd != 0:  # w·1 is exact: skipped
+            w.mul_(1 - lr * wd)
+        w.add_(o.view_as(w).to(torch.float32).mul_(lr * -s))  # O in the NS dtype: one upcast
         sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16
         write_param_(p, w, stochastic_rounding=sr, seed=self.seed, step=sr_step if sr else 0, param_id=pid)
