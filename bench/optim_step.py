@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import platform
 import statistics
 from collections.abc import Callable
 
@@ -51,15 +53,22 @@ def llama_shapes(d_model: int, layers: int, vocab: int) -> dict[str, tuple[int, 
     return shapes | {"norm": (d_model,), "head": (vocab, d_model)}
 
 
-def _params(shapes, grads: dict[str, torch.Tensor], device) -> list[torch.nn.Parameter]:
-    """A fresh copy of the params (seed 0), each holding its shared grad."""
+def _params(shapes, grads: dict[str, torch.Tensor], device, dtype=torch.float32) -> list[torch.nn.Parameter]:
+    """A fresh copy of the params (seed 0) in ``dtype``, each holding its shared grad (of that dtype)."""
     gen = torch.Generator(device=device).manual_seed(0)
     params = []
     for name, shape in shapes.items():
-        p = torch.nn.Parameter(0.02 * torch.randn(shape, device=device, generator=gen))
-        p.grad = grads[name]
+        p = torch.nn.Parameter((0.02 * torch.randn(shape, device=device, generator=gen)).to(dtype))
+        p.grad = grads[name] if dtype == torch.float32 else grads[name].to(dtype)
         params.append(p)
     return params
+
+
+def state_bytes(opt: torch.optim.Optimizer) -> int:
+    """Bytes of every tensor in the optimizer's state (moments, momentum, masters, step counts)."""
+    return sum(
+        v.numel() * v.element_size() for st in opt.state.values() for v in st.values() if torch.is_tensor(v)
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -83,8 +92,8 @@ def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clo
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, Callable[[], object]]]:
-    """Row name -> (block, reference row, step function); params built per optimizer."""
+def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, torch.optim.Optimizer]]:
+    """Row name -> (block, reference row, optimizer); params built per optimizer."""
     hidden = {n: s for n, s in shapes.items() if n.split(".")[-1] in HIDDEN}
     adamw = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
     muon = {"lr": 0.02, "momentum": 0.95, "weight_decay": 0.1, "nesterov": True, "ns_steps": 5}
@@ -93,12 +102,23 @@ def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, Callable[[],
         "torch.optim.AdamW(foreach=True)": ("adamw", torch.optim.AdamW(every(), foreach=True, **adamw)),
         "optim.AdamW(foreach=True)": ("adamw", optim.AdamW(every(), foreach=True, **adamw)),
         "optim.AdamW(foreach=False)": ("adamw", optim.AdamW(every(), foreach=False, **adamw)),
+        "optim.AdamW bf16 SR": ("adamw", optim.AdamW(_params(shapes, grads, device, torch.bfloat16),
+                                                      stochastic_rounding=True, **adamw)),
+    }
+    try:  # torchao's bf16 SR-AdamW, only where torchao is installed (never installed here)
+        from torchao.optim import _AdamW  # type: ignore[import-not-found]
+
+        made["torchao _AdamW bf16 SR"] = ("adamw", _AdamW(_params(shapes, grads, device, torch.bfloat16),
+                                                          bf16_stochastic_round=True, **adamw))
+    except ImportError:
+        pass
+    made |= {
         "torch.optim.Muon": ("muon", torch.optim.Muon(matrices(), **muon)),
         "optim.Muon(foreach=True)": ("muon", optim.Muon(matrices(), foreach=True, **muon)),
         "optim.Muon(foreach=False)": ("muon", optim.Muon(matrices(), foreach=False, **muon)),
     }
     refs = {"adamw": "torch.optim.AdamW(foreach=True)", "muon": "torch.optim.Muon"}
-    return {name: (block, refs[block], opt.step) for name, (block, opt) in made.items()}
+    return {name: (block, refs[block], opt) for name, (block, opt) in made.items()}
 
 
 def main() -> None:
@@ -121,17 +141,27 @@ def main() -> None:
         "muon": f"{len(hidden)} hidden matrices, {sum(math.prod(s) for s in hidden) / 1e6:.2f}M",
     }
     rows = _optimizers(shapes, grads, device)
-    t = _time({name: fn for name, (_, _, fn) in rows.items()}, args.reps, args.steps, device, clock)
+    load0 = os.getloadavg()
+    t = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device, clock)
+    load1 = os.getloadavg()
 
-    print(f"device {device} ({torch.get_num_threads()} CPU threads), Llama-style decoder d_model {args.d_model}, "
-          f"{args.layers} layers, vocab {args.vocab}; fp32 params; median of {args.reps} reps x {args.steps} "
-          f"steps, {args.clock} clock")
+    print(f"device {device} ({torch.get_num_threads()} CPU threads, {os.cpu_count()} cores, {platform.processor() or platform.machine()}), "
+          f"torch {torch.__version__}; Llama-style decoder d_model {args.d_model}, {args.layers} layers, vocab {args.vocab}; "
+          f"median of {args.reps} reps x {args.steps} steps, {args.clock} clock")
+    print(f"load average (1, 5, 15 min) before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
+          f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     print("Muon rows: hidden matrices only on both sides (torch.optim.Muon takes nothing else); "
-          "Newton-Schulz in bf16, 5 steps")
-    print(f"{'optimizer':<34} {'covers':<32} {'ms/step':>9} {'vs torch':>9}")
-    for name, (block, ref, _) in rows.items():
-        print(f"{name:<34} {covers[block]:<32} {1e3 * t[name]:9.2f} {t[name] / t[ref]:8.2f}x")
-
+          "Newton-Schulz in bf16, 5 steps, Jordan's coefficients on both")
+    if "torchao _AdamW bf16 SR" not in rows:
+        print("torchao is not importable: its bf16 SR-AdamW row is left out")
+    print(f"| optimizer | params | covers | ms/step | vs torch | state MB |")
+    print("|---|---|---|---|---|---|")
+    for name, (block, ref, opt) in rows.items():
+        dtype = "bf16" if "bf16" in name else "fp32"
+        print(f"| {name} | {dtype} | {covers[block]} | {1e3 * t[name]:.1f} | {t[name] / t[ref]:.2f}x "
+              f"| {state_bytes(opt) / 2**20:.1f} |")
+    muon = [n for n in rows if n.startswith("optim.Muon")]
+    print("optim.Muon / torch.optim.Muon: " + ", ".join(f"{n} {t[n] / t['torch.optim.Muon']:.3f}" for n in muon))
 
 if __name__ == "__main__":
     main()
