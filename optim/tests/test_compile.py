@@ -108,3 +108,37 @@ def test_step_traces_with_zero_graph_breaks(name):
     explained = torch._dynamo.explain(opt.step)()
     assert explained.graph_break_count == 0, [str(b.reason) for b in explained.break_reasons]
     assert explained.graph_count == 1
+
+
+RECIPES = {  # the README recipes (optim/tests/test_compile_inductor.py runs them with Inductor)
+    "muon+adamw": lambda m: optim.Muon(optim.muon_param_groups(m, head_names=["2"], adamw={"lr": 1e-2}), lr=0.02),
+    "scion": lambda m: optim.Scion(optim.scion_param_groups(m, head_names=["2"]), lr=2**-3),
+    "adamw": lambda m: optim.AdamW(m.parameters(), lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_twenty_steps_with_zero_grad_build_at_most_two_graphs(name):
+    """A training loop (backward, compiled step, ``zero_grad()`` freeing the grads) builds one
+    graph for the first step (lazy state) and one for every later step: Dynamo calls the backend
+    once per graph it compiles, so a counting backend counts them. Before Muon stepped its
+    AdamW groups itself, its nested ``optim.AdamW`` made Dynamo guard on each step's new grad
+    tensors: a new graph per step until the recompile limit (8)."""
+    model = _tiny_model()
+    opt = RECIPES[name](model)
+    graphs = []
+
+    def counting_eager(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    step = torch.compile(opt.step, backend=counting_eager, fullgraph=True)
+    x = torch.randint(0, 32, (4, 9), generator=torch.Generator().manual_seed(0))
+    kept = []  # old grads stay alive, so a new grad never reuses a freed one's address or id
+    for _ in range(20):
+        torch.nn.functional.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten()).backward()
+        step()
+        kept.append([p.grad for p in model.parameters()])
+        opt.zero_grad()
+    assert len(graphs) <= 2, f"{name}: {len(graphs)} graphs in 20 steps"
