@@ -79,8 +79,9 @@ SHAPE_SCALES = ("jordan", "spectral", "moonlight")
 MODES = ("auto", "none", "ddp", "fsdp")
 # Elements of one stacked Newton-Schulz call on the CPU: a stack of all same-shape matrices
 # (84 x 256x256 .. 768x256 on a 12-layer d=256 model, 40 MB fp32) streams through memory in
-# each elementwise pass of the prescale; stacks of ~2 MB stay in cache (bench/optim_step.py:
-# a 12-layer step ~10% faster on one thread, 2^18 .. 2^30 tried). Other devices: whole stacks.
+# each elementwise pass of the prescale; stacks of ~2 MB stay in cache (bench/optim_step.py in the
+# scalelab repository: a 12-layer step ~10% faster on one thread, 2^18 .. 2^30 tried). Other
+# devices: whole stacks.
 NS_CHUNK_NUMEL_CPU = 1 << 19
 
 
