@@ -222,9 +222,9 @@ def test_muon_foreach_matches_loop_bitwise(case, nesterov, monkeypatch):
 
     dtypes = [dtype] * len(MUON_SHAPES)
     loop = _run(make(False), dtypes, shapes=MUON_SHAPES, skip=1)
-    assert not loop[1].foreach and not loop[1]._aux.foreach
+    assert not loop[1].foreach
     fast = _run(make(True), dtypes, shapes=MUON_SHAPES, skip=1)
-    assert fast[1]._aux.foreach
+    assert fast[1].foreach
     _assert_same(loop, fast)
     monkeypatch.setitem(_param_io.FOREACH_CHUNK_NUMEL, "cpu", 100)
     _assert_same(loop, _run(make(True), dtypes, shapes=MUON_SHAPES, skip=1))
