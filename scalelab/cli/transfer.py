@@ -109,7 +109,7 @@ def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: s
         train, held = holdout_check(runs, xs, hp, k, loss=loss, full=fit)
         _law_lines(train, f"law without the {k} largest")
         for h in held:
-            _held_line(fit, h)
+            _held_line(train, h)
     _norm_section(sweep_dir, runs, fit, train, held, norm, layer)
     _rule_lines(fit)
     stem = out if out is not None else sweep_dir / FIT_FOLDER / f"transfer-{hp}"
@@ -134,8 +134,10 @@ def _group_table(fit) -> None:
         table.add_row(Text(group_label(r, fit.x)), str(r["n_cells"]), str(r["n_runs"]),
                       f"{r['best_hp']:.4g}", f"{r['hp_opt']:.4g}" if ok else "-",
                       f"({r['hp_lo']:.3g}, {r['hp_hi']:.3g})" if ok else "-",
-                      f"{r['loss_opt']:.4f}" if ok else "-", Text("ok" if ok else f"refused: {r['why']}"))
+                      f"{r['loss_opt']:.4f}" if ok else "-", Text("ok" if ok else "refused (below)"))
     Console(highlight=False, soft_wrap=True).print(table)
+    for r in fit.table.filter(fit.table["why"].is_not_null()).iter_rows(named=True):
+        typer.echo(f"  {group_label(r, fit.x)} refused: {r['why']}")
 
 
 def _law_lines(fit, title: str) -> None:
@@ -155,7 +157,10 @@ def _held_line(fit, h) -> None:
     if h.why is not None:
         typer.echo(f"{head}; observed: refused ({h.why})")
         return
-    verdict = "covered" if h.covered else "NOT covered"
+    if not (h.lo == h.lo and h.hi == h.hi):  # no interval: the refit has too few groups
+        verdict = f"no interval to cover it ({fit.law.interval_note})"
+    else:
+        verdict = "covered" if h.covered else "NOT covered"
     typer.echo(f"{head}; observed {h.observed:.4g} ({h.obs_lo:.4g}, {h.obs_hi:.4g}); error "
                f"{h.err_log:+.3f} in log units, ratio observed/predicted {h.ratio:.3f}: {verdict}")
 
