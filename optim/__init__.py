@@ -9,7 +9,9 @@ from .muon import Muon
 from .newton_schulz import newton_schulz
 from .routing import muon_param_groups
 from .scion import Scion, scion_param_groups
+from ._validate import check_saved_settings
 from .stochastic_rounding import stochastic_round_
 
 __all__ = ["AdamW", "Scion", "scion_param_groups", "stochastic_round_", "lmo", "norms"]
 __all__ += ["newton_schulz", "Muon", "muon_param_groups", "ddp_matrix_apply", "fsdp_matrix_apply"]
+__all__ += ["check_saved_settings"]

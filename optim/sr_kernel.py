@@ -17,8 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .stochastic_rounding import _PIECE_BITS as PIECE_BITS
-from .stochastic_rounding import piece_key
+from ._sr_pieces import PIECE_BITS, piece_key
 
 __all__ = ["stochastic_round_triton_"]
 

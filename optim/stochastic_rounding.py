@@ -71,15 +71,18 @@ import sys
 
 import torch
 
-__all__ = ["lowbias32", "random16", "sr_key", "sr_key_tensor", "stochastic_round_"]
+from ._sr_pieces import M32 as _M32
+from ._sr_pieces import PIECE_BITS as _PIECE_BITS
+from ._sr_pieces import PIECE_MUL as _PIECE_MUL
+from ._sr_pieces import as_int32 as _as_int32
+from ._sr_pieces import piece_key
 
-_M32 = 0xFFFFFFFF
+__all__ = ["lowbias32", "piece_key", "random16", "sr_key", "sr_key_tensor", "stochastic_round_"]
+
 _M64 = 0xFFFFFFFFFFFFFFFF
 # lowbias32 (C. Wellons, hash-prospector): (shift, multiplier) rounds, then a final x ^= x >> 16
 _LB_ROUNDS = ((16, 0x7FEB352D), (15, 0x846CA68B))
 _LB_FINAL = 16
-_PIECE_MUL = 0x9E3779B9  # 2^32 / golden ratio: spreads the piece number p over the key
-_PIECE_BITS = 31  # counters c = q mod 2^31 fit int32 without sign
 _HAS_TRITON = importlib.util.find_spec("triton") is not None
 _LITTLE = sys.byteorder == "little"  # int16 view of an int32: [low half, high half]
 _BF16_NAN = 0x7FC0  # quiet NaN bit pattern written for NaN inputs (as optim.sr_kernel)
@@ -123,18 +126,6 @@ def sr_key_tensor(seed: int, step, param_id: int, device=None) -> torch.Tensor:
     k = torch.scalar_tensor(_i64(_splitmix64(int(seed) & _M64)), dtype=torch.int64, device=device)
     k = _splitmix64_t(k ^ torch.scalar_tensor(step, dtype=torch.int64, device=device))
     return _splitmix64_t(k ^ _i64(int(param_id) & _M64))
-
-
-def _as_int32(v):
-    """A value in [0, 2^32) as the signed int32 with the same bits (branch-free: under
-    torch.compile it is an int64 tensor, ``sr_key_tensor``)."""
-    return ((v + 2**31) & _M32) - 2**31
-
-
-def piece_key(key, piece: int):
-    """k_p = (K XOR p·0x9E3779B9) mod 2^32, as a signed int32 value (module docstring); K an
-    int, or a 0-d int64 tensor (``sr_key_tensor``: then a tensor)."""
-    return _as_int32((key ^ (piece * _PIECE_MUL)) & _M32)
 
 
 def lowbias32(x: int) -> int:

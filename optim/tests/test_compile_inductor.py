@@ -44,6 +44,9 @@ from torch._dynamo.backends.registry import lookup_backend
 
 import optim
 
+pytestmark = pytest.mark.filterwarnings(  # Inductor's own use of torch.jit on CPU (torch 2.13)
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+
 STEPS = 20
 MAX_GRAPHS = 2
 ATOL_FP32 = 1e-5

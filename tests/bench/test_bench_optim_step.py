@@ -13,13 +13,15 @@ from _waits import CEILING_S
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [
-    ("torch.optim.AdamW(foreach=True)", "all 12 tensors"),
-    ("optim.AdamW(foreach=True)", "all 12 tensors"),
-    ("optim.AdamW(foreach=False)", "all 12 tensors"),
-    ("torch.optim.Muon", "7 hidden matrices"),
-    ("optim.Muon(foreach=True)", "7 hidden matrices"),
-    ("optim.Muon(foreach=False)", "7 hidden matrices"),
+    ("torch.optim.AdamW(foreach=True)", "fp32", "all 12 tensors"),
+    ("optim.AdamW(foreach=True)", "fp32", "all 12 tensors"),
+    ("optim.AdamW(foreach=False)", "fp32", "all 12 tensors"),
+    ("optim.AdamW bf16 SR", "bf16", "all 12 tensors"),
+    ("torch.optim.Muon", "fp32", "7 hidden matrices"),
+    ("optim.Muon(foreach=True)", "fp32", "7 hidden matrices"),
+    ("optim.Muon(foreach=False)", "fp32", "7 hidden matrices"),
 ]
+"""The rows without torchao (its bf16 SR-AdamW row is added only where torchao imports)."""
 
 
 def test_toy_run_prints_the_table():
@@ -29,13 +31,16 @@ def test_toy_run_prints_the_table():
                           text=True, cwd=ROOT, env=env, timeout=CEILING_S, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    head = next(i for i, line in enumerate(lines) if line.startswith("optimizer"))
-    assert lines[head].split() == ["optimizer", "covers", "ms/step", "vs", "torch"]
-    rows = lines[head + 1 :]
-    assert len(rows) == len(ROWS)
-    for row, (name, covers) in zip(rows, ROWS):
-        assert row.startswith(name + " ") and covers in row, row
-        ms, ratio = row.split()[-2:]
-        assert float(ms) >= 0 and ratio.endswith("x") and float(ratio[:-1]) >= 0, row
-    assert rows[0].endswith(" 1.00x") and rows[3].endswith(" 1.00x")  # each block's reference
+    head = next(i for i, line in enumerate(lines) if line.startswith("| optimizer"))
+    cells = [c.strip() for c in lines[head].strip("|").split("|")]
+    assert cells == ["optimizer", "params", "covers", "ms/step", "vs torch", "state MB"]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[head + 2:]
+            if line.startswith("|")]
+    rows = [r for r in rows if not r[0].startswith("torchao")]
+    assert len(rows) == len(ROWS), rows
+    for row, (name, dtype, covers) in zip(rows, ROWS):
+        assert row[0] == name and row[1] == dtype and row[2].startswith(covers), row
+        ms, ratio, mb = row[3:]
+        assert float(ms) >= 0 and ratio.endswith("x") and float(ratio[:-1]) >= 0 and float(mb) > 0, row
+    assert rows[0][4] == "1.00x" and rows[4][4] == "1.00x"  # each block's reference
     assert "hidden matrices only on both sides" in proc.stdout

@@ -52,6 +52,7 @@ BASE: dict[str, tuple[list[str], list[str]]] = {
     "tune": (["{spec}"], ["--root", "{tmp}/tune", "--executor", "no-such-executor"]),
     "demo": ([], ["--root", "{tmp}/demo", "--executor", "no-such-executor"]),
     "compare": (["{sweep}", "regularized", "standard"], ["--n-boot", "20"]),
+    "transfer": (["{sweep}"], ["--hp", "optim.weight_decay", "--out", "{tmp}/transfer"]),
     "data prepare": (["{file}"], ["--out", "{tmp}/tokens"]),
     "data info": (["{tmp}/no-tokens"], []),
 }

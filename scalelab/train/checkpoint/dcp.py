@@ -160,7 +160,7 @@ def load(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) ->
         warnings.filterwarnings("ignore", "torch.distributed is disabled")
         dcp.load(state, storage_reader=_SafeReader(directory), planner=_SafeLoadPlanner())
     if SETTINGS in state:
-        from optim._validate import check_saved_settings
+        from optim import check_saved_settings
 
         check_saved_settings(type(optimizer).__name__, {"settings": state[SETTINGS]}, current)
     with warnings.catch_warnings():  # checked above (or saved before settings were recorded)

@@ -110,7 +110,7 @@ def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer,
     }
     get = getattr(optimizer, "settings", None)
     if callable(get) and "settings" in optim_state:  # set_state_dict drops the key: check it here
-        from optim._validate import check_saved_settings
+        from optim import check_saved_settings
 
         check_saved_settings(type(optimizer).__name__, optim_state, get())
     with warnings.catch_warnings():  # checked above (or saved before settings were recorded)
