@@ -105,7 +105,7 @@ def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, torch.optim.
         "optim.AdamW bf16 SR": ("adamw", optim.AdamW(_params(shapes, grads, device, torch.bfloat16),
                                                       stochastic_rounding=True, **adamw)),
     }
-    try:  # torchao's bf16 SR-AdamW, only where torchao is installed (never installed here)
+    try:  # torchao's bf16 SR-AdamW, only where torchao is installed (not a dependency)
         from torchao.optim import _AdamW  # type: ignore[import-not-found]
 
         made["torchao _AdamW bf16 SR"] = ("adamw", _AdamW(_params(shapes, grads, device, torch.bfloat16),

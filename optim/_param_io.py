@@ -110,7 +110,7 @@ def write_params_(
 
     With ``foreach`` the round-to-nearest writes (a bf16 param from its fp32 value) are one
     ``torch._foreach_copy_`` (the same cast as ``copy_``); SR writes stay per parameter (each has
-    its own Philox key), and a same-dtype value (the param itself, updated in place) is skipped
+    its own stochastic-rounding key), and a same-dtype value (the param itself, updated in place) is skipped
     by ``write_param_``'s own test.
     """
     dsts, srcs = [], []
@@ -162,7 +162,7 @@ def foreach_chunks(tensors: list[torch.Tensor], max_numel: int | None = None) ->
 def host_steps(steps: list[torch.Tensor]) -> list[int]:
     """The step counts as Python ints, in one read (``torch.stack(...).tolist()``).
 
-    Only stochastic rounding needs them: its Philox key (``optim.stochastic_rounding.sr_key``)
+    Only stochastic rounding needs them: its key (``optim.stochastic_rounding.sr_key``)
     is a host integer, and the Triton kernel takes it as an argument. The optimizers keep
     ``step`` as a 0-d CPU tensor (as ``torch.optim`` does when not capturable), so the read is
     not a device sync; torch.compile captures it as unbacked ints, without a graph break.

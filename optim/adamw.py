@@ -27,7 +27,7 @@ bit for bit, the Python float math of a host-scalar t (``bias_corrections``, ``s
 torch.optim.AdamW's capturable path computes them as tensors too, in fp32). On CPU
 each step writes exactly the bits of the former host-scalar implementation
 (optim/tests/test_foreach.py in the scalelab repository); ``_descend_`` says where CUDA may differ in the last bit. Only
-stochastic rounding reads the step counts on the host (its Philox key is an integer): once
+stochastic rounding reads the step counts on the host (its counter-hash key is an integer): once
 per ``step()`` call, ``optim._param_io.host_steps``.
 
 ``foreach=True`` (the default) runs the elementwise math as ``torch._foreach_*`` ops over the

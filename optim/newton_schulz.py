@@ -4,7 +4,8 @@ Each step on X [B, m, n] (m <= n after the transpose rule):
     A = X·Xᵀ;  B = b·A + c·A²;  X <- a·X + B·X
 which maps every singular value s to p(s) = a·s + b·s³ + c·s⁵ and keeps the singular
 vectors. ``band`` computes, in float64, where the iteration sends singular values that
-start in [lo, 1]·||X||_F: the guarantee each preset gives (optim/tests/test_newton_schulz.py).
+start in [lo, 1]·||X||_F: the guarantee each preset gives (tested in
+optim/tests/test_newton_schulz.py of the scalelab repository).
 
 Backends: "torch" (three batched GEMMs per step), "torch_sym" (the symmetric products
 computed on the lower triangle only, in row strips, and mirrored), "triton"

@@ -8,7 +8,7 @@ Dynamo's "eager" backend: the graph is captured and run op by op, so this checks
 (graph breaks) without paying for Inductor's code generation. The traced ``addcmul_``
 becomes an fma (one rounding instead of two), so fp32 agrees to ``RTOL`` (a few ulps; seen:
 1 ulp), not bitwise. Nothing in a step reads a tensor on the host except stochastic rounding,
-whose Philox key needs the step counts as ints: ``optim._param_io.host_steps`` reads them once
+whose counter-hash key needs the step counts as ints: ``optim._param_io.host_steps`` reads them once
 per step (``tolist()``, captured as unbacked ints, no break). The bias corrections are tensor
 math on the 0-d step tensors, and the foreach paths group tensors by (device, dtype) in plain
 Python (``optim._param_io.foreach_chunks``), which traces; so does the param write-back, whose
@@ -28,8 +28,8 @@ CASES = {
     "bf16-master": (torch.bfloat16, {"master_weights": True}),
     "bf16-sr": (torch.bfloat16, {"stochastic_rounding": True}),
 }
-# Muon keeps no master copy; its SR write is the same per-param code on both paths, and tracing
-# its Philox rounds with symbolic keys takes ~18 s here: one SR case, marked slow
+# Muon keeps no master copy; its SR write is the same per-param code on both paths: one SR
+# case, marked slow (tracing it took ~18 s with the former Philox bits, ~3 s with lowbias32)
 MUON_CASES = [
     *[(c, f) for c in ("fp32", "bf16-nearest") for f in (True, False)],
     pytest.param("bf16-sr", True, marks=pytest.mark.slow),

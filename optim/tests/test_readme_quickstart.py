@@ -1,6 +1,6 @@
 """The README's quickstart runs as printed and every optimizer in it trains: the loss of
 memorising 16 random byte strings falls from ln(256) = 5.55 to below 1.5 in 30 steps
-(measured: Muon 0.957, Scion 1.181, SR-AdamW 0.965 on torch 2.13, CPU)."""
+(measured: Muon 1.123, Scion 1.163, SR-AdamW 0.964 on torch 2.13, CPU)."""
 
 import re
 import subprocess
