@@ -46,3 +46,17 @@ def test_another_setting_is_refused_in_one_line(tmp_path):
     fresh_model, fresh = _model_and_opt(seed=4)
     with pytest.raises(ValueError, match=r"setting 'seed' was 3 when saved, this optimizer has 4"):
         dcp.load(tmp_path / "ckpt", fresh_model, fresh)
+
+
+def test_a_refused_resume_leaves_the_model_untouched(tmp_path):
+    """The settings are checked before any tensor is read into the live model."""
+    model, opt = _model_and_opt(seed=3)
+    dcp.save(tmp_path / "ckpt", model, opt)
+    fresh_model, fresh = _model_and_opt(seed=4)
+    with torch.no_grad():  # unlike the saved weights, so a load would show
+        for p in fresh_model.parameters():
+            p.zero_()
+    before = [p.detach().clone() for p in fresh_model.parameters()]
+    with pytest.raises(ValueError, match="setting 'seed'"):
+        dcp.load(tmp_path / "ckpt", fresh_model, fresh)
+    assert all(torch.equal(a, b) for a, b in zip(before, fresh_model.parameters()))

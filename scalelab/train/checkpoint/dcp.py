@@ -149,20 +149,19 @@ def load(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer) ->
     """Load the checkpoint's model and optimizer state into ``model`` and ``optimizer``
     (sharded or not, any number of ranks; a collective when a process group exists). Saved
     optimizer settings that differ from ``optimizer``'s are refused (ValueError, from
-    ``optim``'s own check) before anything is loaded into it."""
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    state: dict[str, Any] = {"model": model_sd, "optimizer": optim_sd}
+    ``optim``'s own check) before anything is loaded into the model or the optimizer (read on
+    their own, in this process: ``read``)."""
     current = _settings(optimizer)
     saved_keys = {key.split(".")[0] for key in _read_metadata(Path(directory)).state_dict_metadata}
-    if current is not None and SETTINGS in saved_keys:
-        state[SETTINGS] = dict(current)  # placeholders: dcp.load overwrites them
+    if current is not None and SETTINGS in saved_keys:  # checked before any tensor is loaded
+        from optim import check_saved_settings
+
+        check_saved_settings(type(optimizer).__name__, {"settings": read(directory, SETTINGS)}, current)
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state: dict[str, Any] = {"model": model_sd, "optimizer": optim_sd}
     with warnings.catch_warnings():  # one process: "assuming the intent is to load in a single..."
         warnings.filterwarnings("ignore", "torch.distributed is disabled")
         dcp.load(state, storage_reader=_SafeReader(directory), planner=_SafeLoadPlanner())
-    if SETTINGS in state:
-        from optim import check_saved_settings
-
-        check_saved_settings(type(optimizer).__name__, {"settings": state[SETTINGS]}, current)
     with warnings.catch_warnings():  # checked above (or saved before settings were recorded)
         warnings.filterwarnings("ignore", ".*the state_dict records no settings", UserWarning)
         set_state_dict(model, optimizer, model_state_dict=state["model"],
