@@ -1,6 +1,6 @@
 """SR-AdamW step cost: one bf16 ``optim.AdamW(stochastic_rounding=True)`` step against one fp32
-``optim.AdamW`` step on params of the same shapes, side by side (issue 27, item 2: the target
-is a ratio <= 3 on one CPU thread).
+``optim.AdamW`` step on params of the same shapes, side by side (the target: SR-AdamW at most
+3x the fp32 step on one CPU thread, so SR is cheap enough to use in bf16 training).
 
     python bench/sr_adamw_step.py [--cases gpt-d256-L4,gpt-d64-L2,one-32x32] [--reps 9]
                                   [--threads 1] [--clock process] [--device cpu]
