@@ -2,6 +2,8 @@
 
 - left: loss against hp per group (colour: the group's first x), each accepted group's
   fitted valley over its window and its optimum (star); refused groups' points hollow;
+  with ``best_over``, each point is its cell's loss profiled over that column, ringed in
+  red where that profile had no valley (its best run's loss);
 - right: hp* against the first x (error bars: each optimum's interval) with the law and its
   prediction band (for a one-variable law; for (N, D) the law's value at each group, as
   crosses); held-out groups (``holdout``) drawn as open squares with the refitted law's
@@ -46,8 +48,14 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
                          edgecolors="k", lw=0.5, zorder=4)
     ax_l.set_xscale("log")
     ax_l.set_xlabel(fit.hp)
-    ax_l.set_ylabel(LOSS_LABEL)
+    ax_l.set_ylabel(LOSS_LABEL if fit.best_over is None else f"{LOSS_LABEL}, profiled over {fit.best_over}")
     ax_l.set_title("loss against hp per group, fitted valleys (stars: optima)", fontsize=9)
+    if fit.best_over is not None:  # cells whose profile had no valley
+        edge = fit.cells.filter(pl.col("over_edge").is_not_null())
+        if edge.height:
+            ax_l.scatter(np.exp(edge["u"].to_numpy()), edge["loss"], s=70, marker="o", color="none",
+                         edgecolors="red", lw=0.8, zorder=2,
+                         label=f"no valley in {fit.best_over}: best run used")
     legend_outside(ax_l, fontsize=7)
 
     ok = fit.accepted

@@ -58,11 +58,14 @@ class HeldOut:
 
 def holdout_check(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.lr",
                   k: int = 1, *, loss: str = "final_loss", level: float = 0.95,
-                  full: TransferFit | None = None) -> tuple[TransferFit, list[HeldOut]]:
+                  full: TransferFit | None = None,
+                  best_over: str | None = None) -> tuple[TransferFit, list[HeldOut]]:
     """(the law refitted without the ``k`` largest groups, one ``HeldOut`` per held-out
-    group). ``full``: ``fit_transfer`` on every run, when the caller has it already."""
+    group). ``full``: ``fit_transfer`` on every run, when the caller has it already (its
+    ``best_over`` is then used); ``best_over``: as in ``fit_transfer``."""
     x = tuple(x)
-    full = full or fit_transfer(df, x, hp, loss=loss, level=level)
+    full = full or fit_transfer(df, x, hp, loss=loss, level=level, best_over=best_over)
+    best_over = full.best_over
     first = x[0]
     values = np.unique(full.table[first].to_numpy())
     if not 1 <= k < len(values):
@@ -70,7 +73,8 @@ def holdout_check(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.
                                  f"{first} values; hold out 1 to {len(values) - 1}")
     cut = float(values[-k])
     src = first if first in df.columns else X_SOURCES.get(first, first)
-    train = fit_transfer(df.filter(pl.col(src).cast(pl.Float64) < cut), x, hp, loss=loss, level=level)
+    train = fit_transfer(df.filter(pl.col(src).cast(pl.Float64) < cut), x, hp, loss=loss,
+                         level=level, best_over=best_over)
     out = []
     for row in full.table.filter(pl.col(first) >= cut).iter_rows(named=True):
         at = {v: float(row[v]) for v in x}

@@ -11,6 +11,15 @@ else norm0 · (N / N_min)^norm_size_slope there.
 
 Each size's grid: ``points`` hp values spaced ``step`` apart in ln hp, centred on ln hp*
 shifted by a uniform offset in ±``jitter``·step (grids are not centred on the truth).
+
+``synthetic_joint_sweep``: a batch-size law that holds only with the lr tuned per batch
+(``JointTruth``): B*(N) = c_b · N^a_b, lr*(N, B) = c_lr · N^a_lr · B^p_lr, and
+
+    loss = L0(N) + k_b·(ln B - ln B*)² + k_lr·(ln lr - ln lr*)² + ε.
+
+Each (N, B) cell tries ``lr_points`` lr values a factor 2 apart around a *guessed* centre
+c_lr · N^a_lr · B^0.5 (the square-root rule, off the truth when p_lr != 0.5): what
+``fit_transfer(..., best_over="optim.lr")`` profiles over.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-__all__ = ["TransferTruth", "synthetic_sweep"]
+__all__ = ["JointTruth", "TransferTruth", "synthetic_joint_sweep", "synthetic_sweep"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +87,51 @@ def synthetic_sweep(truth: TransferTruth, sizes: Sequence[float] | np.ndarray, *
                 norms.append({"run_id": run_id, "step": 100, "layer": "lm_head", "param": "weight",
                               "kind": "weight", "norm": "rms_to_inf", "value": float(np.exp(ln))})
     return pl.DataFrame(runs), pl.DataFrame(norms)
+
+
+@dataclass(frozen=True)
+class JointTruth:
+    """B* = ``c_b`` · N^``a_b``; lr* = ``c_lr`` · N^``a_lr`` · B^``p_lr``; curvatures
+    ``k_b``, ``k_lr`` per ln unit; per-run loss ``noise`` (sd)."""
+
+    c_b: float = 0.5
+    a_b: float = 0.3
+    c_lr: float = 0.2
+    a_lr: float = -0.4
+    p_lr: float = 0.35
+    k_b: float = 0.04
+    k_lr: float = 0.05
+    noise: float = 0.003
+
+    def b_star(self, n: np.ndarray) -> np.ndarray:
+        return self.c_b * np.asarray(n, float) ** self.a_b
+
+    def lr_star(self, n: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.c_lr * np.asarray(n, float) ** self.a_lr * np.asarray(b, float) ** self.p_lr
+
+
+def synthetic_joint_sweep(truth: JointTruth, sizes: Sequence[float] | np.ndarray, *,
+                          b_points: int = 7, lr_points: int = 3, jitter: float = 0.5,
+                          rng: np.random.Generator | int = 0) -> pl.DataFrame:
+    """A runs table (N, train.batch_size, optim.lr, final_loss, seed, run_id, state, D_total,
+    D_unique, flops): per size ``b_points`` batch sizes a factor 2 apart around B* (off-centre
+    by up to ±``jitter`` steps), and per batch ``lr_points`` lr values a factor 2 apart
+    around the square-root guess (module docstring). One seed."""
+    rng = np.random.default_rng(rng)
+    step = float(np.log(2.0))
+    rows = []
+    for g, n in enumerate(np.asarray(sizes, float)):
+        ub_star = float(np.log(truth.b_star(n)))
+        centre = ub_star + rng.uniform(-jitter, jitter) * step
+        for ub in centre + step * (np.arange(b_points) - (b_points - 1) / 2):
+            b = float(np.exp(ub))
+            ul_star = float(np.log(truth.lr_star(n, b)))
+            guess = float(np.log(truth.c_lr * n ** truth.a_lr * b ** 0.5))
+            for ul in guess + step * (np.arange(lr_points) - (lr_points - 1) / 2):
+                loss = (2 + 50 / n ** 0.3 + truth.k_b * (ub - ub_star) ** 2
+                        + truth.k_lr * (ul - ul_star) ** 2 + truth.noise * rng.normal())
+                rows.append({"N": n, "train.batch_size": b, "optim.lr": float(np.exp(ul)),
+                             "final_loss": loss, "seed": 0, "run_id": f"j{g}-{ub:.5f}-{ul:.5f}",
+                             "state": "COMPLETED", "D_total": 20 * n, "D_unique": 20 * n,
+                             "flops": 120 * n * n})
+    return pl.DataFrame(rows)

@@ -4,6 +4,9 @@ From a runs table (``runs.parquet``: ``analysis.tables.runs.prepare_runs`` picks
 runs) or any frame with the x columns, the hp column and a loss column:
 
 1. cells: the runs grouped by (x..., hp), loss averaged over each cell's runs (seeds);
+   with ``best_over`` (a second swept column, e.g. ``optim.lr`` for a batch-size law),
+   each (x..., hp) cell's loss is profiled over that column first
+   (``analysis.transfer.profile``: the optimal batch exists only with the lr tuned);
 2. per group (one x value), the optimum from a local quadratic in ln hp
    (``analysis.transfer.optimum``), refused at the grid's edge with one line;
 3. the law ln hp* = ln c + Σ a_i ln x_i, weighted by the optima's SEs
@@ -29,6 +32,7 @@ from analysis.fit.xvars import X_SOURCES
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
 from analysis.transfer.optimum import Noise, locate_optima
+from analysis.transfer.profile import profile_cells
 
 __all__ = ["X_CHOICES", "TransferFit", "fit_transfer", "group_label", "transfer_cells"]
 
@@ -44,7 +48,8 @@ class TransferFit:
     ``hp``: the hyperparameter column; ``x``: the law's variables; ``table``: one row per
     group (``analysis.transfer.optimum.locate_optima``'s columns; ``why`` set on refused
     groups); ``cells``: one row per (group, hp value): x..., hp, u = ln hp, loss (mean),
-    n, ss (within-cell sum of squares), run_ids; ``law``: the fit; ``noise``: the pooled
+    n, ss (within-cell sum of squares), run_ids (and over, over_tried, over_edge with
+    ``best_over``: ``transfer_cells``); ``law``: the fit; ``noise``: the pooled
     loss noise; ``notes``: runs left out and cells worth a look."""
 
     hp: str
@@ -54,6 +59,8 @@ class TransferFit:
     law: TransferLaw
     noise: Noise
     notes: tuple[str, ...] = ()
+    best_over: str | None = None
+    """The column the loss was profiled over (None: plain cells)."""
 
     @property
     def accepted(self) -> pl.DataFrame:
@@ -81,18 +88,42 @@ def _x_columns(frame: pl.DataFrame, x: tuple[str, ...]) -> pl.DataFrame:
     return frame.with_columns(**out)
 
 
-def _fit_ready(df: pl.DataFrame, x: tuple[str, ...], hp: str, loss: str) -> tuple[pl.DataFrame, list[str]]:
-    """The runs a fit may use, with columns x..., hp, loss, and notes on those left out."""
+def _check_column(df: pl.DataFrame, column: str, what: str) -> None:
+    """``column`` is a numeric column of ``df``, or one line naming what is wrong."""
     if not isinstance(df, pl.DataFrame):
         raise AnalysisInputError(f"expected a polars DataFrame, got {type(df).__name__}")
+    numeric = [c for c, t in df.schema.items() if t.is_numeric()]
+    if column not in df.columns:
+        raise AnalysisInputError(f"no {what} column '{column}'{did_you_mean(column, numeric)}")
+    if not df.schema[column].is_numeric():
+        raise AnalysisInputError(f"'{column}' holds {df.schema[column]} values, not numbers")
+
+
+def _edge_notes(cells: pl.DataFrame, x: tuple[str, ...], hp: str, over: str) -> list[str]:
+    """One note listing the cells whose loss could not be profiled over ``over``."""
+    edge = cells.filter(pl.col("over_edge").is_not_null())
+    if edge.height == 0:
+        return []
+    shown = "; ".join(f"{group_label(r, x)}, {hp} {r[hp]:.4g}: best {over} {r['over']:.4g} "
+                      f"({_EDGE_WORDS[r['over_edge']]} of {r['over_tried']})"
+                      for r in edge.head(8).iter_rows(named=True))
+    more = f"; and {edge.height - 8} more" if edge.height > 8 else ""
+    return [f"{edge.height} of {cells.height} cells have no valley in {over} (their best run's "
+            f"loss is used, and may be overstated): {shown}{more}"]
+
+
+_EDGE_WORDS = {"lowest": "the lowest", "highest": "the highest", "no valley": "no valley",
+               "too few": "too few values"}
+
+
+def _fit_ready(df: pl.DataFrame, x: tuple[str, ...], hp: str, loss: str,
+               extra: tuple[str, ...] = ()) -> tuple[pl.DataFrame, list[str]]:
+    """The runs a fit may use, with columns x..., hp, ``extra``, loss, and notes on those
+    left out."""
     if tuple(x) not in X_CHOICES:
         raise AnalysisInputError(f"x must be one of {', '.join(','.join(c) for c in X_CHOICES)}; "
                                  f"got {','.join(x)}")
-    numeric = [c for c, t in df.schema.items() if t.is_numeric()]
-    if hp not in df.columns:
-        raise AnalysisInputError(f"no hyperparameter column '{hp}'{did_you_mean(hp, numeric)}")
-    if not df.schema[hp].is_numeric():
-        raise AnalysisInputError(f"'{hp}' holds {df.schema[hp]} values, not numbers")
+    _check_column(df, hp, "hyperparameter")
     notes: list[str] = []
     if "D" in df.columns or "D_total" in df.columns:  # a runs table: prepare_runs' rules
         ready = prepare_runs(df, loss=loss)
@@ -106,45 +137,59 @@ def _fit_ready(df: pl.DataFrame, x: tuple[str, ...], hp: str, loss: str) -> tupl
         frame = df.with_columns(pl.col(loss).cast(pl.Float64).alias("loss"))
     frame = _x_columns(frame, x)
     good = pl.all_horizontal([pl.col(c).cast(pl.Float64).is_finite() & (pl.col(c) > 0)
-                              for c in (*x, hp)] + [pl.col("loss").is_finite()]).fill_null(False)
+                              for c in (*x, hp, *extra)] + [pl.col("loss").is_finite()]).fill_null(False)
     if bad := frame.filter(~good).height:
-        notes.append(f"excluded {bad} run(s) with a missing or non-positive {', '.join(x)} or "
-                     f"{hp}, or a missing loss")
+        notes.append(f"excluded {bad} run(s) with a missing or non-positive {', '.join((*x, hp, *extra))}, "
+                     "or a missing loss")
     return frame.filter(good), notes
 
 
-def transfer_cells(frame: pl.DataFrame, x: tuple[str, ...], hp: str) -> pl.DataFrame:
+def transfer_cells(frame: pl.DataFrame, x: tuple[str, ...], hp: str,
+                   best_over: str | None = None) -> pl.DataFrame:
     """One row per (x..., hp): u = ln hp, loss (mean over runs), n, ss (Σ (loss - mean)²),
     run_ids (empty lists without a run_id column), seeds (distinct seeds; n without a seed
-    column)."""
+    column). With ``best_over``: the cells are first made per (x..., hp, best_over) and
+    each (x..., hp) gets its loss profiled over best_over (``analysis.transfer.profile``),
+    with three more columns: ``over``, ``over_tried``, ``over_edge``."""
     ids = pl.col("run_id").cast(pl.String) if "run_id" in frame.columns else pl.lit(None, pl.String)
     seeds = (pl.col(SEED_COLUMN).n_unique() if SEED_COLUMN in frame.columns else pl.len())
-    return (frame.with_columns(pl.col(hp).cast(pl.Float64))
-            .group_by([*x, hp])
-            .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("n"),
-                 ((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
-                 ids.drop_nulls().alias("run_ids"), seeds.cast(pl.Int64).alias("seeds"))
-            .rename({"mean": "loss"})
-            .with_columns(pl.col(hp).log().alias("u"))
-            .sort([*x, "u"]))
+    keys = [*x, hp] if best_over is None else [*x, hp, best_over]
+    cells = (frame.with_columns(pl.col(c).cast(pl.Float64) for c in keys[len(x):])
+             .group_by(keys)
+             .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("n"),
+                  ((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
+                  ids.drop_nulls().alias("run_ids"), seeds.cast(pl.Int64).alias("seeds"))
+             .rename({"mean": "loss"}))
+    if best_over is not None:
+        cells = profile_cells(cells, [*x, hp], best_over)
+    return cells.with_columns(pl.col(hp).log().alias("u")).sort([*x, "u"])
 
 
 def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.lr", *,
-                 loss: str = "final_loss", level: float = 0.95) -> TransferFit:
+                 loss: str = "final_loss", level: float = 0.95,
+                 best_over: str | None = None) -> TransferFit:
     """Fit hp* = c · Π x_i^a_i to the per-group optima of ``hp`` in ``df``.
 
     ``x``: ("N",), ("N", "D") or ("C",); ``hp``: any swept numeric column; ``loss``: the
     runs table's loss column (``final_loss`` or ``best_loss``; ``loss`` in a plain table).
+    ``best_over``: another swept numeric column to profile the loss over (its best value
+    per (group, hp) cell; see ``transfer_cells``), e.g. ``optim.lr`` for a batch-size law.
     Groups refused (optimum at the grid's edge, no valley) stay in ``.table`` with ``why``;
     fewer usable groups than the law's coefficients + 1 raise ``AnalysisInputError``,
     naming the refusals."""
     x = tuple(x)
     if not 0 < level < 1:
         raise AnalysisInputError(f"level must be in (0, 1), got {level}")
-    frame, notes = _fit_ready(df, x, hp, loss)
+    if best_over is not None:
+        _check_column(df, best_over, "best-over")
+        if best_over in (hp, *x):
+            raise AnalysisInputError(f"best_over '{best_over}' is the law's own hp or x")
+    frame, notes = _fit_ready(df, x, hp, loss, extra=() if best_over is None else (best_over,))
     if frame.height == 0:
         raise AnalysisInputError(f"no usable runs for {hp} against {', '.join(x)}")
-    cells = transfer_cells(frame, x, hp)
+    cells = transfer_cells(frame, x, hp, best_over)
+    if best_over is not None:
+        notes.extend(_edge_notes(cells, x, hp, best_over))
     mixed = cells.filter(pl.col("n") > pl.col("seeds")).height
     if mixed and SEED_COLUMN in frame.columns:
         notes.append(f"{mixed} cell(s) average runs with the same seed (runs differing in "
@@ -163,4 +208,4 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
     if law.interval_note:
         notes.append(law.interval_note)
     return TransferFit(hp=hp, x=x, table=table, cells=cells, law=law, noise=noise,
-                       notes=tuple(notes))
+                       notes=tuple(notes), best_over=best_over)

@@ -47,6 +47,10 @@ def transfer_cmd(
     where: list[str] = typer.Option(
         [], "--where", help="Keep the runs meeting a condition (repeatable, ANDed; as in "
         "`scalelab fit --where`), e.g. optim.weight_decay=0.1."),
+    best_over: str | None = typer.Option(
+        None, "--best-over", metavar="KEY",
+        help="Profile the loss over another swept column first: each (size, hp) cell keeps "
+        "its best KEY value (e.g. --hp train.batch_size --best-over optim.lr)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     norm: str | None = typer.Option(
         None, "--norm", help="The output-layer norm of the norm check (default rms_to_inf)."),
@@ -72,31 +76,37 @@ def transfer_cmd(
     runs = read_runs_table(sweep_dir)
     runs_path = str(sweep_dir / RUNS_FILE)
     numeric = [c for c, t in runs.schema.items() if t.is_numeric()]
-    if hp not in runs.columns or not runs.schema[hp].is_numeric():
-        what = "is not numeric" if hp in runs.columns else "no such column"
-        raise UserError(f"{what}{did_you_mean(hp, numeric)}; swept numeric columns include "
+    for flag, column in (("--hp", hp), ("--best-over", best_over)):
+        if column is None or (column in runs.columns and runs.schema[column].is_numeric()):
+            continue
+        what = "is not numeric" if column in runs.columns else "no such column"
+        raise UserError(f"{what}{did_you_mean(column, numeric)}; swept numeric columns include "
                         f"{', '.join(c for c in numeric if '.' in c) or 'none'}",
-                        file=runs_path, key=f"--hp {hp}")
+                        file=runs_path, key=f"{flag} {column}")
     xs = tuple(x.split(","))
     try:
         runs = select_runs(runs, where)
-        _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer, out)
+        _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer, out, best_over)
     except AnalysisInputError as err:
         raise UserError(str(err), file=runs_path) from None
     return 0
 
 
 def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: str,
-            norm: str | None, layer: str | None, out: Path | None) -> None:
+            norm: str | None, layer: str | None, out: Path | None, best_over: str | None) -> None:
     from analysis.plots.plots import save_figure
     from analysis.plots.transfer import plot_transfer
     from analysis.transfer.holdout import holdout_check
     from analysis.transfer.transfer import fit_transfer
 
-    fit = fit_transfer(runs, xs, hp, loss=loss)
+    fit = fit_transfer(runs, xs, hp, loss=loss, best_over=best_over)
     echo = typer.echo
-    echo(f"{sweep_dir}: optimal {hp} against {', '.join(xs)}, {fit.cells['n'].sum()} runs in "
-         f"{fit.table.height} groups")
+    if best_over:
+        counts = (f"{fit.cells.height} cells, each one's loss profiled over {best_over} "
+                  f"({fit.cells['over_tried'].sum()} values tried in all),")
+    else:
+        counts = f"{fit.cells['n'].sum()} runs"
+    echo(f"{sweep_dir}: optimal {hp} against {', '.join(xs)}, {counts} in {fit.table.height} groups")
     for note in fit.notes:
         echo(f"note: {note}")
     _group_table(fit)
@@ -106,7 +116,7 @@ def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: s
     _law_lines(fit, "law")
     train, held = fit, []
     if k:
-        train, held = holdout_check(runs, xs, hp, k, loss=loss, full=fit)
+        train, held = holdout_check(runs, xs, hp, k, loss=loss, full=fit)  # fit's best_over
         _law_lines(train, f"law without the {k} largest")
         for h in held:
             _held_line(train, h)

@@ -9,19 +9,23 @@ import numpy as np
 import polars as pl
 from _cli_exit import exit_code
 
-from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+from analysis.transfer.synthetic import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
 from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
 
 SIZES = np.geomspace(5e3, 3e5, 6)
 
 
-def _sweep(tmp_path, hp="optim.lr", truth=TransferTruth()):
-    runs, norms = synthetic_sweep(truth, SIZES, hp=hp, rng=1)
+def _sweep(tmp_path, hp="optim.lr", truth=TransferTruth(), joint=False):
+    if joint:
+        runs, norms = synthetic_joint_sweep(JointTruth(), SIZES, lr_points=5, rng=1), None
+    else:
+        runs, norms = synthetic_sweep(truth, SIZES, hp=hp, rng=1)
     sweep = tmp_path / "sweep"
     for rid in runs["run_id"]:
         d = sweep / RUNS_FOLDER / f"run-{rid}"
         d.mkdir(parents=True)
-        norms.filter(pl.col("run_id") == rid).write_parquet(d / NORMS_FILE)
+        if norms is not None:
+            norms.filter(pl.col("run_id") == rid).write_parquet(d / NORMS_FILE)
     runs = runs.with_columns(pl.format("{}/run-{}", pl.lit(RUNS_FOLDER), pl.col("run_id")).alias("run_dir"))
     runs.write_parquet(sweep / RUNS_FILE)
     later = (sweep / RUNS_FILE).stat().st_mtime + 60  # fresh: no collect
@@ -68,3 +72,21 @@ def test_x_choices_match_the_analysis():
     from scalelab.cli.transfer import X_CHOICES as CLI
 
     assert tuple(",".join(c) for c in X_CHOICES) == CLI
+
+
+def test_batch_size_law_profiled_over_the_lr(tmp_path, capsys):
+    sweep = _sweep(tmp_path, joint=True)
+    assert exit_code(["transfer", sweep, "--hp", "train.batch_size", "--best-over", "optim.lr",
+                      "--holdout-largest", "1", "--out", tmp_path / "fig"]) == 0
+    out = capsys.readouterr().out
+    assert "42 cells, each one's loss profiled over optim.lr (210 values tried in all), in 6 groups" in out
+    law = next(line for line in out.splitlines() if line.startswith("  a_N = "))
+    assert abs(float(law.split()[2].rstrip(",")) - JointTruth().a_b) < 0.02  # SE ~0.005
+    assert "held out N=300,000" in out and 'train.batch_size: "' in out
+    assert "no norms.parquet records" in out and (tmp_path / "fig.png").is_file()
+    assert exit_code(["transfer", sweep, "--hp", "train.batch_size", "--best-over", "optim.lrr"]) == 2
+    err = capsys.readouterr().err
+    assert "--best-over optim.lrr: no such column (did you mean 'optim.lr'?)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert exit_code(["transfer", sweep, "--hp", "train.batch_size", "--best-over", "N"]) == 2
+    assert "the law's own hp or x" in capsys.readouterr().err
