@@ -133,7 +133,9 @@ class NormCheck:
 
     def predict_hp(self, group_cells: pl.DataFrame, hp: str) -> tuple[float, float, float, str | None]:
         """(hp*, lo, hi, why) of one group from its cells' norms alone (``cell_log_norms``'s
-        rows of that group): where ln norm crosses ν̄, and ν̄ ± ``half_width``."""
+        rows of that group): where ln norm crosses ν̄, and ν̄ ± ``half_width``. lo and hi
+        are NaN when the band's ends do not each cross once on both sides of hp* (the band
+        leaves the grid, or the norm is not monotone in hp there)."""
         g = group_cells.filter(pl.col("log_norm").is_not_null()).sort("u")
         if g.height < 2:
             return (float("nan"),) * 3 + (f"{g.height} {hp} value(s) with a norm at this size",)
@@ -142,8 +144,11 @@ class NormCheck:
         if why:
             return float("nan"), float("nan"), float("nan"), why
         h = self.half_width()
-        ends = sorted(crossing(u, ln, self.log_mean + s * h)[0] for s in (-1, 1))
-        return float(np.exp(mid)), float(np.exp(ends[0])), float(np.exp(ends[1])), None
+        ends = [crossing(u, ln, self.log_mean + s * h) for s in (-1, 1)]
+        lo, hi = sorted(e for e, _ in ends)
+        if any(w for _, w in ends) or not lo <= mid <= hi:  # the band leaves the grid, or the
+            return float(np.exp(mid)), float("nan"), float("nan"), None  # norm is not monotone
+        return float(np.exp(mid)), float(np.exp(lo)), float(np.exp(hi)), None
 
 
 def norm_check(fit: TransferFit, run_norms: pl.DataFrame, *, norm: str = DEFAULT_NORM,

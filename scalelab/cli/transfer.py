@@ -225,7 +225,9 @@ def _norm_section(sweep_dir: Path, runs, fit, train, held, norm, layer) -> None:
         obs = f"observed {h.observed:.4g}" if h.why is None else "observed: refused"
         err = (f"; error {math.log(h.observed / value):+.3f} log units"
                if h.why is None else "")
-        typer.echo(f"  held out {h.label()}: {fit.hp}* from the norm {value:.4g} ({lo:.4g}, {hi:.4g}), "
+        band = (f"({lo:.4g}, {hi:.4g})" if lo == lo else
+                "(no interval: the norm's band leaves this size's grid or is not monotone in it)")
+        typer.echo(f"  held out {h.label()}: {fit.hp}* from the norm {value:.4g} {band}, "
                    f"from the law {h.predicted:.4g}; {obs}{err}{label}")
 
 

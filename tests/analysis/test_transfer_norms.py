@@ -47,3 +47,22 @@ def test_tied_head_falls_back_to_tok_emb_and_unknown_norm_says_what_is_recorded(
 
     with pytest.raises(AnalysisInputError, match=r"no 'rms_to_im' norms recorded \(did you mean 'rms_to_inf'\?\)"):
         output_norms(norms, "rms_to_im")
+
+
+def test_a_band_that_leaves_the_grid_or_folds_back_gives_no_interval():
+    """The band's ends must each cross once, on both sides of hp*: the twin's batch-size
+    check once printed hp* 3.29 with the interval (31.5, nan)."""
+    truth = TransferTruth()
+    runs, norms = synthetic_sweep(truth, SIZES, rng=1)
+    check = norm_check(fit_transfer(runs), output_norms(norms)[0])
+    nu = check.log_mean
+    u = np.log([1.0, 2.0, 4.0, 8.0])
+    rising = pl.DataFrame({"u": u, "log_norm": nu + np.array([-0.5, -0.1, 0.1, 0.5])})
+    value, lo, hi, why = check.predict_hp(rising, "optim.lr")
+    assert why is None and lo < value < hi  # a monotone norm through the band: an interval
+    narrow = pl.DataFrame({"u": u, "log_norm": nu + np.array([-0.5, -0.001, 0.001, 0.5]) * check.half_width()})
+    value, lo, hi, why = check.predict_hp(narrow, "optim.lr")  # band ends beyond the last cells
+    assert why is None and value == value and np.isnan(lo) and np.isnan(hi)
+    folded = pl.DataFrame({"u": u, "log_norm": nu + np.array([-2.0, 0.5, 2.0, 0.5]) * check.half_width()})
+    value, lo, hi, why = check.predict_hp(folded, "optim.lr")  # crosses ν̄ once, its upper end twice
+    assert why is None and 1.0 < value < 2.0 and np.isnan(lo) and np.isnan(hi)
