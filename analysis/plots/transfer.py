@@ -6,7 +6,7 @@
   red where that profile had no valley (its best run's loss);
 - right: hp* against the first x (error bars: each optimum's interval) with the law and its
   prediction band (for a one-variable law; for (N, D) the law's value at each group, as
-  crosses); held-out groups (``holdout``) drawn as open squares with the refitted law's
+  crosses; one marker per D value in both panels when there are at most six); held-out groups (``holdout``) drawn as open squares with the refitted law's
   interval.
 
 Save it with ``analysis.plots.plots.save_figure`` (atomic PNG + SVG).
@@ -34,12 +34,14 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
     vals = fit.table[first].to_numpy()
     norm = LogNorm(vmin=vals.min(), vmax=max(vals.max(), vals.min() * 1.0001))
     cmap = plt.get_cmap("viridis")
+    marker = _markers(fit)
     for row in fit.table.iter_rows(named=True):
         g = fit.cells.filter(pl.all_horizontal([pl.col(v) == row[v] for v in fit.x]))
         colour = cmap(norm(row[first]))
         hp = np.exp(g["u"].to_numpy())
         ok = row["why"] is None
-        ax_l.scatter(hp, g["loss"], s=18, color=colour if ok else "none", edgecolors=colour, zorder=3,
+        ax_l.scatter(hp, g["loss"], s=18, marker=marker(row), color=colour if ok else "none",
+                     edgecolors=colour, zorder=3,
                      label=group_label(row, fit.x) + ("" if ok else " (refused)"))
         if ok:
             u = np.linspace(np.log(row["hp_window_lo"]), np.log(row["hp_window_hi"]), 80)
@@ -62,9 +64,13 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
     held = {tuple(h.x[v] for v in fit.x) for h in holdout or []}
     train = ok.filter(~pl.struct(fit.x).map_elements(lambda s: tuple(s[v] for v in fit.x) in held,
                                                       return_dtype=pl.Boolean)) if held else ok
-    xs, y = train[first].to_numpy(), train["hp_opt"].to_numpy()
-    err = np.vstack([y - train["hp_lo"].to_numpy(), train["hp_hi"].to_numpy() - y])
-    ax_r.errorbar(xs, y, yerr=err, fmt="o", color="tab:blue", ms=5, capsize=3, label="optima (fitted)")
+    by_d = _by_second(fit) and train.height > 0
+    for part in train.partition_by(fit.x[1], maintain_order=True) if by_d else [train]:
+        xs, y = part[first].to_numpy(), part["hp_opt"].to_numpy()
+        err = np.vstack([y - part["hp_lo"].to_numpy(), part["hp_hi"].to_numpy() - y])
+        which = f", {fit.x[1]}={part[fit.x[1]][0]:.3g}" if by_d else ""
+        ax_r.errorbar(xs, y, yerr=err, fmt=marker(part.row(0, named=True)) if part.height else "o",
+                      color="tab:blue", ms=5, capsize=3, label=f"optima (fitted){which}")
     law = law_fit.law
     if len(fit.x) == 1:
         grid = np.geomspace(vals.min() / 1.3, vals.max() * 1.3, 100)
@@ -90,6 +96,22 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
     legend_outside(ax_r, fontsize=7)
     fig.tight_layout()
     return fig
+
+
+_SHAPES = "osD^v<"
+
+
+def _by_second(fit: TransferFit) -> bool:
+    """Mark groups by their D: a law in (N, D) over a few shared D values (token budgets)."""
+    return len(fit.x) > 1 and fit.table[fit.x[1]].n_unique() <= len(_SHAPES)
+
+
+def _markers(fit: TransferFit):
+    """A group's marker: one per D value when ``_by_second``, else a circle."""
+    if not _by_second(fit):
+        return lambda row: "o"
+    rank = {v: i for i, v in enumerate(sorted(set(fit.table[fit.x[1]].to_list())))}
+    return lambda row: _SHAPES[rank[row[fit.x[1]]]]
 
 
 def _law_text(fit: TransferFit) -> str:

@@ -167,3 +167,24 @@ def test_bad_hp_says_did_you_mean():
         fit_transfer(runs, ("N",), "optim.lrr")
     with pytest.raises(AnalysisInputError, match="x must be one of"):
         fit_transfer(runs, ("D",), "optim.lr")
+
+
+def test_n_and_d_figure_gives_each_d_its_own_marker():
+    from analysis.plots.transfer import plot_transfer
+
+    truth = TransferTruth(c=0.5, a=(-0.3, -0.15))
+    pairs = np.array([(n, d) for n in np.geomspace(5e3, 3e5, 4) for d in (1e6, 4e6)])  # two budgets
+    runs, _ = synthetic_sweep(truth, pairs, x=("N", "D"), rng=6)
+    fit = fit_transfer(runs, ("N", "D"))
+    left, right = plot_transfer(fit).axes[:2]
+    labels = right.get_legend_handles_labels()[1]
+    assert [lab for lab in labels if lab.startswith("optima")] == [
+        "optima (fitted), D=1e+06", "optima (fitted), D=4e+06"]
+    shapes = {tuple(np.round(c.get_paths()[0].vertices.ravel(), 3)) for c in left.collections
+              if len(c.get_offsets()) == 7}  # each group's 7 cells
+    assert len(shapes) == 2
+    # tokens-per-parameter grids: as many D values as groups, one marker
+    pairs = np.array([(n, n * (5 if i % 2 else 40)) for i, n in enumerate(np.geomspace(5e3, 3e5, 8))])
+    runs, _ = synthetic_sweep(truth, pairs, x=("N", "D"), rng=6)
+    right = plot_transfer(fit_transfer(runs, ("N", "D"))).axes[1]
+    assert "optima (fitted)" in right.get_legend_handles_labels()[1]
