@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from analysis.plots.style import LOSS_LABEL, legend_outside, plt
 from analysis.transfer.holdout import HeldOut
@@ -86,10 +87,14 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
         ax_r.errorbar([h.x[first]], [h.predicted], yerr=[[h.predicted - h.lo], [h.hi - h.predicted]],
                       fmt="none", ecolor="tab:red", capsize=4, lw=1.5)
         if h.why is None:
-            ax_r.scatter([h.x[first]], [h.observed], marker="s", s=40, color="none",
+            ax_r.scatter([h.x[first]], [h.observed], marker=marker(h.x) if by_d else "s", s=40, color="none",
                          edgecolors="tab:red", zorder=4, label=f"held out ({group_label(h.x, fit.x)})")
     ax_r.set_xscale("log")
     ax_r.set_yscale("log")
+    # plain numbers (2, 0.01), not 2x10^0; minor ticks labelled as matplotlib's log axis
+    # decides (only when the axis spans about a decade or less)
+    ax_r.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax_r.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.6)))
     ax_r.set_xlabel(first)
     ax_r.set_ylabel(f"optimal {fit.hp}")
     ax_r.set_title(f"{fit.hp}* against {first}", fontsize=9)
@@ -104,6 +109,13 @@ _SHAPES = "osD^v<"
 def _by_second(fit: TransferFit) -> bool:
     """Mark groups by their D: a law in (N, D) over a few shared D values (token budgets)."""
     return len(fit.x) > 1 and fit.table[fit.x[1]].n_unique() <= len(_SHAPES)
+
+
+def _plain(value: float, _pos=None) -> str:
+    """A log axis' major tick: 0.001 .. 10000 as plain numbers, else 10^k."""
+    if 1e-4 <= value < 1e5:
+        return f"{value:g}"
+    return f"$10^{{{np.log10(value):.0f}}}$"
 
 
 def _markers(fit: TransferFit):
