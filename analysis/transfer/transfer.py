@@ -29,6 +29,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
+from analysis.recipes.cells import cell_columns
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
 from analysis.transfer.optimum import Noise, locate_optima
@@ -112,6 +113,27 @@ def _edge_notes(cells: pl.DataFrame, x: tuple[str, ...], hp: str, over: str) -> 
             f"loss is used, and may be overstated): {shown}{more}"]
 
 
+def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | None) -> str | None:
+    """A note when one cell's runs differ in a config column other than seeds (the
+    recipes' cell columns, ``analysis.recipes.cells.cell_columns``), e.g. runs from two
+    token budgets under a law in N alone: their losses would be averaged."""
+    keys = [*x, hp, *([over] if over else [])]
+    skip = {*keys, *(X_SOURCES.get(v, v) for v in x), "block"}
+    other = [c for c in cell_columns(frame) if c not in skip]
+    if not other:
+        return None
+    varying = (frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)
+               .select(pl.col(c).max() for c in other).row(0, named=True))
+    differ = [c for c in other if varying[c] > 1]
+    if not differ:
+        return None
+    n = frame.group_by(keys).agg(pl.any_horizontal([pl.col(c).n_unique() > 1 for c in differ])
+                                 .alias("m")).filter(pl.col("m")).height
+    return (f"{n} cell(s) average runs that differ in {', '.join(differ)} (several settings "
+            f"in one cell): select one with --where" + ("" if over else ", or profile one "
+            "out with --best-over"))
+
+
 _EDGE_WORDS = {"lowest": "the lowest", "highest": "the highest", "no valley": "no valley",
                "too few": "too few values"}
 
@@ -190,8 +212,9 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
     cells = transfer_cells(frame, x, hp, best_over)
     if best_over is not None:
         notes.extend(_edge_notes(cells, x, hp, best_over))
-    mixed = cells.filter(pl.col("n") > pl.col("seeds")).height
-    if mixed and SEED_COLUMN in frame.columns:
+    if note := _mixed_note(frame, x, hp, best_over):
+        notes.append(note)
+    elif (mixed := cells.filter(pl.col("n") > pl.col("seeds")).height) and SEED_COLUMN in frame.columns:
         notes.append(f"{mixed} cell(s) average runs with the same seed (runs differing in "
                      "another column?): select one setting with --where")
     table, noise = locate_optima(cells, x, hp, level)

@@ -73,7 +73,8 @@ def test_edge_cells_are_named_in_a_note_and_holdout_keeps_the_profile():
 def test_without_best_over_the_lr_values_are_averaged_and_a_note_says_so():
     runs = synthetic_joint_sweep(TRUTH, SIZES, lr_points=5, rng=1)
     fit = fit_transfer(runs, ("N",), "train.batch_size")
-    assert any("average runs with the same seed" in note for note in fit.notes)
+    assert any("average runs that differ in optim.lr" in note and "--best-over" in note
+               for note in fit.notes)
     assert fit.best_over is None and "over" not in fit.cells.columns
 
 
@@ -85,3 +86,17 @@ def test_best_over_must_be_another_numeric_column():
         fit_transfer(runs, ("N",), "train.batch_size", best_over="train.batch_size")
     with pytest.raises(AnalysisInputError, match="holds String values, not numbers"):
         fit_transfer(runs, ("N",), "train.batch_size", best_over="state")
+
+
+def test_runs_from_two_token_budgets_in_one_cell_are_named_not_silently_averaged():
+    """A law in N alone over runs at two D: each cell would average the budgets' losses.
+    The note names the columns that differ; the law in (N, D) keeps them apart."""
+    one = synthetic_joint_sweep(TRUTH, SIZES, lr_points=5, rng=1)
+    two = one.with_columns((pl.col("D_total") * 4).alias("D_total"), (pl.col("D_unique") * 4).alias("D_unique"),
+                           (pl.col("final_loss") - 0.2).alias("final_loss"), pl.col("run_id") + "-4x")
+    runs = pl.concat([one, two])
+    fit = fit_transfer(runs, ("N",), "train.batch_size", best_over="optim.lr")
+    assert any(n.startswith(f"{fit.cells.height * 5} cell(s) average runs that differ in D_unique, D_total")
+               for n in fit.notes)
+    fit = fit_transfer(runs, ("N", "D"), "train.batch_size", best_over="optim.lr")
+    assert not any("average runs" in n for n in fit.notes) and fit.table.height == 2 * len(SIZES)
