@@ -211,6 +211,9 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
         raise AnalysisInputError(f"no usable runs for {hp} against {', '.join(x)}")
     cells = transfer_cells(frame, x, hp, best_over)
     if best_over is not None:
+        if cells["over_tried"].max() < 2:
+            raise AnalysisInputError(f"best-over {best_over}: every cell ran one value of it, "
+                                     "so there is nothing to profile over; drop --best-over")
         notes.extend(_edge_notes(cells, x, hp, best_over))
     if note := _mixed_note(frame, x, hp, best_over):
         notes.append(note)

@@ -86,6 +86,8 @@ def test_best_over_must_be_another_numeric_column():
         fit_transfer(runs, ("N",), "train.batch_size", best_over="train.batch_size")
     with pytest.raises(AnalysisInputError, match="holds String values, not numbers"):
         fit_transfer(runs, ("N",), "train.batch_size", best_over="state")
+    with pytest.raises(AnalysisInputError, match="every cell ran one value of it, so there is nothing"):
+        fit_transfer(runs, ("N",), "train.batch_size", best_over="D_total")
 
 
 def test_runs_from_two_token_budgets_in_one_cell_are_named_not_silently_averaged():
