@@ -7,7 +7,9 @@ Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
 (``analysis.tables.records_scan``). Prints, on stdout:
 
 - the per-group table: each size's optimal hp from a local quadratic in ln hp with its
-  interval, or why the group was refused (its optimum at the grid's edge, no valley);
+  interval, or why the group was refused (its optimum at the grid's edge, no valley); with
+  ``--best-over KEY`` each cell's loss is first profiled over KEY
+  (``analysis.transfer.profile``: a batch-size law with the lr tuned per batch);
 - the law hp* = c · Π x^a with its parameters' intervals;
 - with ``--holdout-largest K``: the law refitted without the K largest sizes, their
   predicted optimum with its prediction interval against the observed one;
@@ -49,8 +51,9 @@ def transfer_cmd(
         "`scalelab fit --where`), e.g. optim.weight_decay=0.1."),
     best_over: str | None = typer.Option(
         None, "--best-over", metavar="KEY",
-        help="Profile the loss over another swept column first: each (size, hp) cell keeps "
-        "its best KEY value (e.g. --hp train.batch_size --best-over optim.lr)."),
+        help="Profile the loss over another swept column first: each (size, hp) cell's loss "
+        "is the bottom of a quadratic in log KEY over its runs (e.g. --hp train.batch_size "
+        "--best-over optim.lr; docs/transfer.md)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     norm: str | None = typer.Option(
         None, "--norm", help="The output-layer norm of the norm check (default rms_to_inf)."),
