@@ -1,4 +1,4 @@
-"""The three notebooks run top to bottom as scripts; analysis never imports torch/scalelab."""
+"""The four notebooks run top to bottom as scripts; analysis never imports torch/scalelab."""
 
 import os
 import subprocess
@@ -11,8 +11,8 @@ from _waits import CEILING_S
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "analysis" / "notebooks").glob("*.py"))
 
 
-def test_three_jupytext_percent_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03"]
+def test_four_jupytext_percent_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04"]
     for p in NOTEBOOKS:
         text = p.read_text()
         assert "format_name: percent" in text and "# %%" in text
