@@ -276,9 +276,7 @@ class Muon(torch.optim.Optimizer):
         check_adamw_group("Muon", group)  # lr, wd >= 0 and the AdamW keys (betas, eps) of every group
         if not group["use_muon"]:
             return
-        check_range("Muon", "lr", group["lr"], 0.0)
         check_range("Muon", "momentum", group["momentum"], 0.0, 1.0, hi_open=True)
-        check_range("Muon", "weight_decay", group["weight_decay"], 0.0)
         check_bool("Muon", "nesterov", group["nesterov"])
         check_int("Muon", "ns_steps", group["ns_steps"], 1)
         try:
