@@ -2,6 +2,7 @@
 
 - ``optimum``: each group's (one size's) optimal hp from a local quadratic in ln hp, with
   its SE; refusals at the grid's edge;
+- ``profile``: a cell's loss profiled over a second hp (the lr of a batch-size law);
 - ``law``: hp* = c · Π x_i^a_i by weighted least squares, parameter and prediction
   intervals;
 - ``transfer``: ``fit_transfer`` and ``TransferFit``, from a runs table;

@@ -122,13 +122,11 @@ def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | No
     other = [c for c in cell_columns(frame) if c not in skip]
     if not other:
         return None
-    varying = (frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)
-               .select(pl.col(c).max() for c in other).row(0, named=True))
-    differ = [c for c in other if varying[c] > 1]
+    distinct = frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)  # per cell
+    differ = [c for c in other if distinct[c].max() > 1]
     if not differ:
         return None
-    n = frame.group_by(keys).agg(pl.any_horizontal([pl.col(c).n_unique() > 1 for c in differ])
-                                 .alias("m")).filter(pl.col("m")).height
+    n = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height
     return (f"{n} cell(s) average runs that differ in {', '.join(differ)} (several settings "
             f"in one cell): select one with --where" + ("" if over else ", or profile one "
             "out with --best-over"))
