@@ -94,7 +94,7 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
     # plain numbers (2, 0.01), not 2x10^0; minor ticks labelled as matplotlib's log axis
     # decides (only when the axis spans about a decade or less)
     ax_r.yaxis.set_major_formatter(FuncFormatter(_plain))
-    ax_r.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1.2, 0.6)))
+    ax_r.yaxis.set_minor_formatter(_PlainMinor(labelOnlyBase=False, minor_thresholds=(1.2, 0.6)))
     ax_r.set_xlabel(first)
     ax_r.set_ylabel(f"optimal {fit.hp}")
     ax_r.set_title(f"{fit.hp}* against {first}", fontsize=9)
@@ -116,6 +116,14 @@ def _plain(value: float, _pos=None) -> str:
     if 1e-4 <= value < 1e5:
         return f"{value:g}"
     return f"$10^{{{np.log10(value):.0f}}}$"
+
+
+class _PlainMinor(LogFormatter):
+    """matplotlib's choice of which minor ticks to label, written as ``_plain`` numbers
+    (0.002, not 2e-03, beside a major 0.001)."""
+
+    def __call__(self, x, pos=None) -> str:
+        return _plain(x) if super().__call__(x, pos) else ""
 
 
 def _markers(fit: TransferFit):
