@@ -204,20 +204,22 @@ def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | N
                                   ref_wd: float = 0.1, loss: str = "final_loss",
                                   recipes: Mapping[str, Mapping[str, str]] | None = None,
                                   reference: str | None = None,
-                                  progress: bool | Reporter | None = None) -> tuple[Path, RecipeAnalysis]:
-    """Read ``runs.parquet`` and ``ensembles/evals.parquet``; write ``infinite_compute.md``
-    and ``recipes.png``/``.svg`` under ``out_dir`` (default ``<sweep>/report``).
+                                  progress: bool | Reporter | None = None,
+                                  runs: pl.DataFrame | None = None) -> tuple[Path, RecipeAnalysis]:
+    """Read ``runs.parquet`` and ``ensembles/evals.parquet`` (``runs`` given: those runs, no
+    ensembles); write ``infinite_compute.md`` and ``recipes.png``/``.svg`` under ``out_dir``
+    (default ``<sweep>/report``).
     ``progress``: see the module docstring (None: the enclosing ``reporting`` block's)."""
     from analysis.plots.plots import save_figure
     from analysis.plots.recipes import plot_recipes
 
     sweep_dir = Path(sweep_dir)
-    runs_path = sweep_dir / RUNS_FILE
-    if not os.path.lexists(runs_path):
+    runs_path, ens_path = sweep_dir / RUNS_FILE, sweep_dir / _ENSEMBLES
+    if runs is None and not os.path.lexists(runs_path):
         raise AnalysisInputError(f"{runs_path} is missing: run `scalelab collect {sweep_dir}` first")
-    ens_path = sweep_dir / _ENSEMBLES
-    runs = read_sweep_parquet(runs_path)
-    ensembles = read_sweep_parquet(ens_path) if os.path.lexists(ens_path) else None
+    ensembles = None if runs is not None or not os.path.lexists(ens_path) else read_sweep_parquet(ens_path)
+    if runs is None:
+        runs = read_sweep_parquet(runs_path)
     section = Sections(REPORT_FILE, 3, progress_fn(progress))
     section("recipe fits")
     try:

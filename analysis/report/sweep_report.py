@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
 from analysis.atomic import write_text_atomic
 from analysis.errors import AnalysisInputError
 from analysis.report.infinite_compute_md import (
@@ -38,15 +40,18 @@ class SweepReport:
 def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", bootstrap: int = 200,
                        seed: int = 0, recipes: Mapping[str, Mapping[str, str]] | None = None,
                        reference: str | None = None, ref_wd: float = 0.1,
-                       progress: bool | Reporter | None = None) -> SweepReport:
-    """Write both reports of ``sweep_dir``. Bad input (a filter on a column the runs do
+                       progress: bool | Reporter | None = None, runs: pl.DataFrame | None = None,
+                       out_dir: str | Path | None = None) -> SweepReport:
+    """Write both reports of ``sweep_dir`` (or of ``runs``, a table of runs already in the
+    runs-table shape, ``analysis.tables.external``, into ``out_dir``). Bad input (a filter on a column the runs do
     not have, an unknown loss column) raises AnalysisInputError; a section the runs cannot
     support is written as what is missing. ``progress``: a callable gets every report's
     progress events (True: stderr; None: the enclosing ``progress.reporting`` block's)."""
     report = progress_fn(progress) or False  # False: both reports stay silent too
     sweep_dir = Path(sweep_dir)
-    out = report_folder(sweep_dir)
-    runs = read_sweep_parquet(runs_file(sweep_dir))
+    out = Path(out_dir) if out_dir is not None else report_folder(sweep_dir)
+    if runs is None:
+        runs = read_sweep_parquet(runs_file(sweep_dir))
     if loss not in runs.columns:
         raise AnalysisInputError(f"runs table has no loss column '{loss}' (use final_loss or best_loss)")
     if recipes:
@@ -56,7 +61,7 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     try:
         path, res = write_infinite_compute_report(sweep_dir, out, ref_wd=ref_wd, loss=loss,
                                                   recipes=recipes, reference=reference,
-                                                  progress=report)
+                                                  progress=report, runs=runs)
         sections[path] = section_status(res)
     except SweepFileError:
         raise  # a damaged sweep file is bad input, not a missing section

@@ -32,7 +32,8 @@ RESAMPLE = ("sizes+seeds", "seeds")
 
 @app.command("compare")
 def compare_cmd(
-    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it)."),
+    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it), or a "
+                                 "table of runs (.csv, .parquet; README 'Bring your own runs')."),
     recipe_a: str = typer.Argument(..., help="Recipe A (e.g. regularized)."),
     recipe_b: str = typer.Argument(..., help="Recipe B (e.g. standard)."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (>= 2)."),
@@ -68,12 +69,15 @@ def compare_cmd(
     from analysis.recipes.verdicts import level_of, pair_line
     from scalelab.adaptive.recipe_cells import recipe_cells
     from scalelab.cli.recipe_options import recipe_filters
-    from scalelab.cli.runs_table import read_runs_table
+    from scalelab.cli.runs_table import TABLE_LOSS, is_runs_file, read_runs_file, read_runs_table
     from scalelab.sweep.run.launch import sweep_dir_of
 
     filters = recipe_filters(recipe)
-    sweep_dir = sweep_dir_of(sweep, root)
-    runs = read_runs_table(sweep_dir)
+    if is_runs_file(sweep):  # a table of runs from any trainer (its loss read as final_loss)
+        sweep_dir, runs, loss = sweep, read_runs_file(sweep, loss), TABLE_LOSS
+    else:
+        sweep_dir = sweep_dir_of(sweep, root)
+        runs = read_runs_table(sweep_dir)
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
                          ref_wd=ref_wd)
     try:

@@ -14,6 +14,10 @@ it JSON lines. The table and plots print on stdout either way.
 
 ``--holdout-largest K``: each group's extrapolation check, one line per group
 (``scalelab.cli.fit_holdout``; docs/extrapolation.md).
+
+SWEEP may be a table of runs from any trainer instead (a .csv, .parquet or .pq file:
+``scalelab.cli.runs_table.read_runs_file``); its plots go beside it, under
+``<table stem>_fit/``.
 """
 
 from __future__ import annotations
@@ -36,12 +40,31 @@ from scalelab.store.layout import FIT_FOLDER, ensemble_evals_file
 LAWS = ("powerlaw", "chinchilla", "data_constrained")
 
 
-def _runs_table(sweep_dir: Path, progress: Callable[[Any], None] | None = None):
+def _runs_table(sweep_dir: Path, progress: Callable[[Any], None] | None = None,
+                loss: str = "final_loss"):
     """``<sweep>/runs.parquet``, collected first when missing or stale (reported to
-    ``progress``): ``scalelab.cli.runs_table``."""
-    from scalelab.cli.runs_table import read_runs_table
+    ``progress``): ``scalelab.cli.runs_table``; or a table of runs (.csv, .parquet), its
+    ``loss`` column read as final_loss."""
+    from scalelab.cli.runs_table import is_runs_file, read_runs_file, read_runs_table
 
+    if is_runs_file(sweep_dir):
+        return read_runs_file(sweep_dir, loss)
     return read_runs_table(sweep_dir, progress)
+
+
+def _fit_folder(sweep: Path) -> Path:
+    """``<sweep>/fit``, or ``<table stem>_fit`` beside a table of runs."""
+    from scalelab.cli.runs_table import is_runs_file, runs_file_folder
+
+    return runs_file_folder(sweep, FIT_FOLDER) if is_runs_file(sweep) else sweep / FIT_FOLDER
+
+
+def _table_loss(sweep: Path, loss: str) -> str:
+    """The loss column downstream: final_loss for a table of runs (``read_runs_file`` put
+    the table's loss there), else ``loss``."""
+    from scalelab.cli.runs_table import TABLE_LOSS, is_runs_file
+
+    return TABLE_LOSS if is_runs_file(sweep) else loss
 
 
 def _analysis_errors():
@@ -59,7 +82,10 @@ ISOFLOP_WINDOW = 16.0
 
 @app.command("fit")
 def fit_cmd(
-    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
+    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/), or "
+                                 "a table of runs from any trainer (.csv, .parquet: columns N, D, "
+                                 "loss[, U, recipe, seed, hp...]; README 'Bring your own runs'); "
+                                 "plots then go to <table stem>_fit/."),
     law: str | None = typer.Option(
         None, "--law", help=f"One of {', '.join(LAWS)} (default powerlaw)."
     ),
@@ -84,9 +110,12 @@ def fit_cmd(
     ),
     bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
-    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss (a "
+                             "table's loss column: default its loss, final_loss, val_loss or "
+                             "val/loss)."),
     out: Path | None = typer.Option(
-        None, "--out", help="Plot path stem (default <sweep>/fit/<law>[_<x>]; -<group> added)."
+        None, "--out", help="Plot path stem (default <sweep>/fit/<law>[_<x>], or "
+        "<table stem>_fit/<law>[_<x>] beside a table; -<group> added)."
     ),
     isoflop: bool = typer.Option(
         False,
@@ -167,10 +196,10 @@ def fit_cmd(
 
     warnings.simplefilter("ignore", IdentifiabilityWarning)  # printed from result.warnings below
     with output, reporting(output.sink):  # fit_selection's fits and bootstraps report there
-        table = _ensembles_table(sweep) if x == "K" else _runs_table(sweep, output.sink)
+        table = _ensembles_table(sweep) if x == "K" else _runs_table(sweep, output.sink, loss)
         try:
             sel = fit_selection(
-                table, law=key, x=x, where=where, by=group_by, loss=loss,
+                table, law=key, x=x, where=where, by=group_by, loss=_table_loss(sweep, loss),
                 bootstrap=bootstrap, seed=seed,
             )  # fmt: skip
         except _analysis_errors() as err:
@@ -187,7 +216,7 @@ def fit_cmd(
     if profile:
         for line in _profile_lines(sel, grouped=bool(group_by)):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    base = out if out is not None else sweep / FIT_FOLDER / (key if x in (None, "N") else f"{key}_{x}")
+    base = out if out is not None else _fit_folder(sweep) / (key if x in (None, "N") else f"{key}_{x}")
     for i, g in enumerate(sel.groups):
         stem = base.with_name(f"{base.name}-{_slug(g.label)}") if group_by else base
         fig = plot_loss_vs_x(g.data, g.result, g.boot, x=sel.x, title=f"{key} fit: {g.label}")
@@ -262,10 +291,10 @@ def _isoflop(sweep, law, x, group_by, where, bootstrap, seed, loss, out,
         if given:
             raise UserError(f"--isoflop fits no law and takes no {flag}", key=flag)
     with output:
-        table = _runs_table(sweep, output.sink)
+        table = _runs_table(sweep, output.sink, loss)
     try:
-        run_isoflop(table, where=where, loss=loss, bootstrap=bootstrap, seed=seed,
-                    out=out if out is not None else sweep / FIT_FOLDER / "isoflop",
+        run_isoflop(table, where=where, loss=_table_loss(sweep, loss), bootstrap=bootstrap,
+                    seed=seed, out=out if out is not None else _fit_folder(sweep) / "isoflop",
                     group_by=group_by, window=window, method=method)  # fmt: skip
     except _analysis_errors() as err:
         raise UserError(str(err), file=str(sweep)) from None
@@ -281,8 +310,12 @@ def _check_out(out: Path | None) -> None:
 
 def _ensembles_table(sweep_dir: Path):
     """``<sweep>/ensembles/evals.parquet`` (``scalelab ensemble`` writes it): --x K's table."""
+    from scalelab.cli.runs_table import is_runs_file
     from scalelab.store.sweep_files import read_sweep_file
 
+    if is_runs_file(sweep_dir):
+        raise UserError("--x K fits a sweep's ensembles/evals.parquet; a table of runs has none",
+                        file=str(sweep_dir), key="--x")
     if not sweep_dir.is_dir():
         raise UserError("no such sweep directory", file=str(sweep_dir))
     path = ensemble_evals_file(sweep_dir)

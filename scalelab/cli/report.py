@@ -22,15 +22,18 @@ import typer
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.cli.recipe_options import recipe_filters
-from scalelab.cli.runs_table import fresh_runs_table
+from scalelab.cli.runs_table import (TABLE_LOSS, fresh_runs_table, is_runs_file, read_runs_file,
+                                     runs_file_folder)
 from scalelab.errors import UserError
-from scalelab.store.layout import RECIPES_FIGURE, report_folder
+from scalelab.store.layout import RECIPES_FIGURE, REPORT_FOLDER, report_folder
 
 
 
 @app.command("report")
 def report_cmd(
-    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/)."),
+    sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/), or "
+                                 "a table of runs (.csv, .parquet; README 'Bring your own runs'): "
+                                 "its report goes to <table stem>_report/ beside it."),
     bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
@@ -51,7 +54,11 @@ def report_cmd(
     filters = recipe_filters(recipe)
     output = ProgressOutput.from_flags(log_format, quiet)
     with output:
-        fresh_runs_table(sweep, output.sink)
+        runs, out = None, None
+        if is_runs_file(sweep):  # a table of runs from any trainer, reported beside it
+            runs, out, loss = read_runs_file(sweep, loss), runs_file_folder(sweep, REPORT_FOLDER), TABLE_LOSS
+        else:
+            fresh_runs_table(sweep, output.sink)
         from analysis.errors import AnalysisInputError
         from analysis.tables.safe_parquet import SweepFileError
         from analysis.report.sweep_report import write_sweep_report
@@ -59,7 +66,7 @@ def report_cmd(
         try:
             done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed,
                                       recipes=filters or None, reference=reference, ref_wd=ref_wd,
-                                      progress=output.sink)
+                                      progress=output.sink, runs=runs, out_dir=out)
         except SweepFileError as err:
             raise UserError(f"{err.what} ({err.reason})", file=err.path) from None
         except AnalysisInputError as err:
@@ -68,7 +75,7 @@ def report_cmd(
         typer.echo(str(path))
         for line in lines:
             typer.echo(f"  {line}")
-    figure = report_folder(sweep) / f"{RECIPES_FIGURE}.png"
+    figure = (out or report_folder(sweep)) / f"{RECIPES_FIGURE}.png"
     if figure.is_file():
         typer.echo(f"figure: {figure}")
     return 0

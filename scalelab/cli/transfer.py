@@ -18,6 +18,11 @@ Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
 - a derive rule to paste into a spec (parsed by the spec's own rule parser first);
 - the figure's path (``<sweep>/fit/transfer-<hp>.png`` unless ``--out``).
 
+SWEEP may be a table of runs from any trainer instead (a .csv, .parquet or .pq file with
+columns N, D, loss and the hp: ``scalelab.cli.runs_table.read_runs_file``); it has no
+norms.parquet records, so the norm check is skipped, and the figure goes beside it
+(``<table stem>_fit/transfer-<hp>.png``).
+
 Bad input (an unknown --hp, --x, --where, too few groups) is one line and exit code 2.
 """
 
@@ -39,7 +44,10 @@ them equal: this module does not import analysis at start-up)."""
 
 @app.command("transfer")
 def transfer_cmd(
-    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it)."),
+    sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it), or a "
+                                 "table of runs (.csv, .parquet: columns N, D, loss and the hp, e.g. "
+                                 "lr; README 'Bring your own runs'); the figure then goes to "
+                                 "<table stem>_fit/."),
     hp: str = typer.Option(..., "--hp", help="The swept hyperparameter: a numeric runs-table "
                            "column such as optim.lr, optim.weight_decay, train.batch_size."),
     x: str = typer.Option("N", "--x", help="The law's variables: N, N,D or C."),
@@ -54,14 +62,17 @@ def transfer_cmd(
         help="Profile the loss over another swept column first: each (size, hp) cell's loss "
         "is the bottom of a quadratic in log KEY over its runs (e.g. --hp train.batch_size "
         "--best-over optim.lr; docs/transfer.md)."),
-    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
+    loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss (a "
+                             "table's loss column: default its loss, final_loss, val_loss or "
+                             "val/loss)."),
     norm: str | None = typer.Option(
         None, "--norm", help="The output-layer norm of the norm check (default rms_to_inf)."),
     layer: str | None = typer.Option(
         None, "--layer", help="The output layer's name in norms.parquet (default lm_head, or "
         "tok_emb when tied)."),
     out: Path | None = typer.Option(None, "--out", help="Figure path stem (default "
-                                    "<sweep>/fit/transfer-<hp>)."),
+                                    "<sweep>/fit/transfer-<hp>, or <table stem>_fit/transfer-<hp> "
+                                    "beside a table)."),
     root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
 ) -> int:
     """Fit hp* = c * x^a to each size's optimal hp, check it on held-out sizes and against
@@ -71,13 +82,18 @@ def transfer_cmd(
                         key="--x")
     from analysis.errors import AnalysisInputError
     from analysis.tables.select import select_runs
-    from scalelab.cli.runs_table import read_runs_table
+    from scalelab.cli.runs_table import (TABLE_LOSS, is_runs_file, read_runs_file, read_runs_table,
+                                         runs_file_folder)
     from scalelab.store.layout import RUNS_FILE
     from scalelab.sweep.run.launch import sweep_dir_of
 
-    sweep_dir = sweep_dir_of(sweep, root)
-    runs = read_runs_table(sweep_dir)
-    runs_path = str(sweep_dir / RUNS_FILE)
+    if is_runs_file(sweep):  # a table of runs from any trainer: no records, outputs beside it
+        sweep_dir, runs, loss, runs_path = None, read_runs_file(sweep, loss), TABLE_LOSS, str(sweep)
+        folder = runs_file_folder(sweep, FIT_FOLDER)
+    else:
+        sweep_dir = sweep_dir_of(sweep, root)
+        runs = read_runs_table(sweep_dir)
+        runs_path, folder = str(sweep_dir / RUNS_FILE), sweep_dir / FIT_FOLDER
     numeric = [c for c, t in runs.schema.items() if t.is_numeric()]
     for flag, column in (("--hp", hp), ("--best-over", best_over)):
         if column is None or (column in runs.columns and runs.schema[column].is_numeric()):
@@ -89,14 +105,19 @@ def transfer_cmd(
     xs = tuple(x.split(","))
     try:
         runs = select_runs(runs, where)
-        _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer, out, best_over)
+        _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer,
+                out if out is not None else folder / f"transfer-{hp}", best_over,
+                label=sweep if sweep_dir is None else sweep_dir)
     except AnalysisInputError as err:
         raise UserError(str(err), file=runs_path) from None
     return 0
 
 
-def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: str,
-            norm: str | None, layer: str | None, out: Path | None, best_over: str | None) -> None:
+def _report(sweep_dir: Path | None, runs, xs: tuple[str, ...], hp: str, k: int, loss: str,
+            norm: str | None, layer: str | None, stem: Path, best_over: str | None, *,
+            label: Path) -> None:
+    """Print the transfer law of ``runs`` (module docstring) and save its figure at ``stem``;
+    ``sweep_dir`` None: a table of runs, which has no norms records (no norm check)."""
     from analysis.plots.plots import save_figure
     from analysis.plots.transfer import plot_transfer
     from analysis.transfer.holdout import holdout_check
@@ -109,7 +130,7 @@ def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: s
                   f"({fit.cells['over_tried'].sum()} values tried in all),")
     else:
         counts = f"{fit.cells['n'].sum()} runs"
-    echo(f"{sweep_dir}: optimal {hp} against {', '.join(xs)}, {counts} in {fit.table.height} groups")
+    echo(f"{label}: optimal {hp} against {', '.join(xs)}, {counts} in {fit.table.height} groups")
     for note in fit.notes:
         echo(f"note: {note}")
     _group_table(fit)
@@ -123,9 +144,14 @@ def _report(sweep_dir: Path, runs, xs: tuple[str, ...], hp: str, k: int, loss: s
         _law_lines(train, f"law without the {k} largest")
         for h in held:
             _held_line(train, h)
-    _norm_section(sweep_dir, runs, fit, train, held, norm, layer)
+    if sweep_dir is not None:
+        _norm_section(sweep_dir, runs, fit, train, held, norm, layer)
+    elif norm is not None or layer is not None:
+        raise UserError("a table of runs has no norms.parquet records to check",
+                        key="--norm" if norm is not None else "--layer")
+    else:
+        echo("norm check: skipped (a table of runs has no norms.parquet records)")
     _rule_lines(fit)
-    stem = out if out is not None else sweep_dir / FIT_FOLDER / f"transfer-{hp}"
     stem.parent.mkdir(parents=True, exist_ok=True)
     echo(f"figure: {save_figure(plot_transfer(fit, held, train), stem)[0]}")
 
