@@ -44,7 +44,9 @@ def resolve(path: Path, *, root: Path | None = None) -> Source:
     if not copy.is_file():
         raise UserError(f"{path}: no {SPEC_FILE} here; give the study's spec file instead")
     spec = load_spec(copy)
-    if copy != kept and [name for name, _ in spec.blocks] == [BLOCK_NAME] and not spec.grid:
+    names = [name for name, _ in spec.blocks]
+    if (copy != kept and names and not spec.grid
+            and all(n == BLOCK_NAME or n.startswith(f"{BLOCK_NAME}-") for n in names)):
         raise UserError(f"{copy}: is an adaptive block written by `scalelab next`, not the "
                         "study; give the study's spec file instead")
     return Source(spec, path)

@@ -1,5 +1,12 @@
 """``scalelab next SWEEP``: the next runs of an adaptive study, as a spec to launch.
 
+On any spec (blocks, zip groups, derived values, recipes named by ``extra.recipe``, Kim's
+tuned blocks or ``--recipe``): the candidates are the whole spec's runs and more seeds of
+its cells (``scalelab.adaptive.any_study``), planned by ``analysis.adaptive.recipe_design``;
+a spec that is one tuned product grid keeps the coordinate walk described below
+(``_grid_study`` says which). Targets there: ``NAME.E``, ``ranking`` (>= 5 settled sizes per
+recipe, ``kim_law.MIN_SIZES``), ``multiplier``; default ``regularized.E``, else ranking.
+
 SWEEP is the study's spec file or its sweep directory (``scalelab.adaptive.source``). The
 candidate space is the study's grid (``scalelab.adaptive.study``: sizes, the tuned axes,
 seeds as replicates); the finished runs come from ``<sweep>/runs.parquet`` (collected first
@@ -50,7 +57,9 @@ def next_cmd(
     budget: float | None = typer.Option(
         None, "--budget", help="GPU-hours the proposed runs may use together (default: no "
         "limit; needs launcher.flops_per_gpu_s in the spec)."),
-    target: str = typer.Option("regularized.E", "--target", help=TARGET_HELP),
+    target: str | None = typer.Option(None, "--target", help=TARGET_HELP + " Default: "
+                                      "regularized.E, else ranking (>= 2 recipes), else the "
+                                      "one recipe's E."),
     recipe: list[str] = typer.Option([], "--recipe", help=RECIPE_HELP),
     n: int = typer.Option(4, "-n", min=1, help="Runs to propose."),
     output: Path | None = typer.Option(
@@ -74,16 +83,19 @@ def next_cmd(
     from scalelab.adaptive.observed import observe
     from scalelab.adaptive.record import ADAPTIVE_DIR, NEXT_FILE, remember_study
     from scalelab.adaptive.source import resolve
-    from scalelab.adaptive.study import load_study
-    from scalelab.adaptive.targets import summary_text
+    from scalelab.adaptive.targets import DEFAULT_TARGET, summary_text
     from scalelab.sweep.plan.datasets import dataset_facts
 
     source = resolve(sweep, root=root)
-    study = load_study(source.spec, datasets=dataset_facts(source.spec))
+    filters = recipe_filters(recipe)
+    datasets = dataset_facts(source.spec)
+    study = _grid_study(source.spec, datasets, filters)
+    if study is None:  # blocks, zip groups, recipes of any kind: the whole spec
+        return _next_any(source, datasets, filters, target, budget, n, output, loss)
     if budget is not None:
         check_budget(study)
     runs = _runs(source.sweep_dir)
-    goal = study_target(study, target, recipe, runs)
+    goal = study_target(study, target or DEFAULT_TARGET, recipe, runs)
     obs = observe(study, runs, loss=loss)
     plan = plan_next(study.space, obs.done, obs.pending.select(study.columns), batch=n,
                      budget_left=math.inf if budget is None else budget, target=goal)
@@ -106,6 +118,107 @@ def next_cmd(
     typer.echo(f"wrote {path}: {len(ids)} run(s), {plan.chosen['flops'].sum():.4g} {study.unit}; "
                f"launch them with: scalelab sweep {path}")
     return 0
+
+
+def _grid_study(spec, datasets, filters):
+    """The study of the spec's one tuned grid (``scalelab.adaptive.study``: walked by
+    coordinate search), or None where the spec is no such grid, or a ``--recipe`` names
+    what is no tuned axis of it but a column of the plan (a block, ``extra.recipe``, any
+    config key; or a ``pl.col`` condition): then the study is the whole spec
+    (``scalelab.adaptive.any_study``)."""
+    from scalelab.adaptive.study import load_study
+
+    try:
+        study = load_study(spec, datasets=datasets)
+    except UserError:
+        return None
+    known = {"block", "recipe", *study.plan.table.columns}
+    for conds in (filters or {}).values():
+        for cond in conds:
+            key = cond.partition("=")[0].strip()
+            if cond.lstrip().startswith("pl.") or (key not in study.axes and key in known):
+                return None
+            if not cond.partition("=")[1] or key.endswith(("<", ">", "!")):
+                return None
+    return study
+
+
+def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int:
+    """``next`` on the whole spec (``scalelab.adaptive.any_study``,
+    ``analysis.adaptive.recipe_design``)."""
+    import polars as pl
+
+    from analysis.adaptive.recipe_design import judge_recipes, plan_recipes
+    from analysis.recipes.kim_law import MIN_SIZES
+    from scalelab.adaptive.any_study import any_block_spec, load_any_study
+    from scalelab.adaptive.any_targets import any_target
+    from scalelab.adaptive.loop import check_budget
+    from scalelab.adaptive.observed import observe
+    from scalelab.adaptive.record import ADAPTIVE_DIR, NEXT_FILE, remember_study
+    from scalelab.adaptive.targets import summary_text
+
+    study = load_any_study(source.spec, datasets=datasets, filters=filters)
+    if budget is not None:
+        check_budget(study)
+    runs = _runs(source.sweep_dir)
+    goal = any_target(study, target, runs=runs)
+    obs = observe(study, runs, loss=loss)
+    tried = set(obs.launched["key"].to_list())
+    plan = plan_recipes(goal, obs.done, obs.pending.select("key", "flops"), tried, batch=n,
+                        budget_left=math.inf if budget is None else budget)
+    summary, fits = judge_recipes(goal, obs.done, tried)
+    cand = study.candidates
+    planned = int(cand["planned"].sum())
+    waiting = obs.launched.height - obs.done.height
+    rule = (f"; a ranking needs >= {MIN_SIZES} settled sizes per recipe (kim_law.MIN_SIZES: "
+            "measured to go wrong on 4)" if goal.name == "ranking" else "")
+    typer.echo(f"{source.sweep_dir}: {summary_text(summary, fits)}; {obs.done.height} of "
+               f"{cand.height} candidate runs finished ({planned} planned by the spec, "
+               f"{cand.height - planned} more seeds of its cells), {waiting} launched without a "
+               f"loss (yet), {obs.spent:.4g} {study.unit} spent; recipes "
+               f"{', '.join(study.recipes)} from {study.source}{rule}")
+    if plan.chosen.height == 0:
+        why = ("every candidate run has been launched" if obs.pending.height == 0 else
+               "no proposal fits --budget" if budget is not None else
+               "no candidate would shrink the CI (every size settled and its seeds run, or the "
+               "rest waits on runs in flight)")
+        typer.echo(f"nothing to propose: {why}")
+        return 0
+    ids = plan.chosen["key"].to_list()
+    if done := set(ids) & tried:
+        raise RuntimeError(f"proposed runs the sweep has launched: {sorted(done)}")
+    block = any_block_spec(study, ids)
+    path = output if output is not None else source.sweep_dir / ADAPTIVE_DIR / NEXT_FILE
+    _write(path, block.text)
+    remember_study(source.sweep_dir, study)
+    rows = plan.chosen.join(cand.select("key", "block", "N", "planned",
+                                        (pl.col("seed") if "seed" in cand.columns
+                                         else pl.lit(None)).alias("seed")), on="key", how="left")
+    _any_table(study, rows.sort("rank"), goal.name)
+    typer.echo(f"wrote {path}: {len(ids)} run(s), {plan.chosen['flops'].sum():.4g} {study.unit}; "
+               f"launch them with: scalelab sweep {path}")
+    return 0
+
+
+def _any_table(study, chosen, target: str) -> None:
+    """The proposed runs of a whole-spec study: rank, run id, block, N, seed, recipe, action,
+    gain, cost."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of "
+                             f"{target} by the run's action; cost in {study.unit}; planned: "
+                             "in the spec, else a seed it adds)"), title_justify="left")
+    heads = ("rank", "run_id", "block", "N", "seed", "planned", "recipe", "action", "gain", "cost")
+    for head in heads:
+        table.add_column(Text(head), justify="left" if head in ("run_id", "block", "action")
+                         else "right")
+    for r in chosen.iter_rows(named=True):
+        table.add_row(str(r["rank"] + 1), r["key"], r["block"] or "", f"{r['N']:,.0f}",
+                      "" if r["seed"] is None else str(r["seed"]), "yes" if r["planned"] else "no",
+                      r["recipe"] or "", r["action"] or "", f"{r['gain']:.4g}", f"{r['flops']:.4g}")
+    Console(highlight=False, soft_wrap=True).print(table)
 
 
 def _runs(sweep_dir: Path):
