@@ -9,15 +9,31 @@ Two ids, one hash (sha256 of ``identity_json``):
   ``config.yaml``. Every identity check compares it: the plan's duplicate detection, the
   run-directory check of ``scalelab train``, shared runs across blocks.
 * ``run_id``: its first ``ID_HEX`` = 32 hex digits (128 bits), THE run id used
-  everywhere else: plan.parquet's ``run_id``, the run directory ``<name>-<run id>``, the
+  everywhere else: plan.parquet's ``run_id``, the run directory ``<label>-<run id>``, the
   ``run_id`` column of the records, log lines. By the birthday bound, n runs collide
   with probability about n^2 / 2^129: 1.5e-25 for a 1e7-run plan. (An 8-hex id, 32
   bits, collides by chance from about 65,000 runs: 2^16.) A prefix shared by two
   different full ids is still refused as a collision, naming both runs, never taken
   for one run.
 
+A run directory is ``runs/<label>-<run id>`` (``run_dir_name``): the label is read from
+identity fields only (``run_dir_label``: the model and the optimizer), so the name is the
+identity's. Edits that leave the identity unchanged (renaming a block, moving a constant
+key between ``base`` and a one-value axis, reordering axes, adding seeds) name the same
+directory, and the relaunch launches only the runs that are new.
+
+Directories named another way for the same identity (by scalelab before the name was the
+identity's: ``<run name>-<32 hex>``) are adopted (``adopted_dirs``): where the canonical
+directory does not exist, a directory of ``runs/`` named ``<anything>-<run id>`` whose
+``config.yaml`` holds the run's full id as ``run_id_full`` (before the run started, whose
+``config-input.yaml`` has that identity) is the run's directory. A symbolic link, or a
+directory that holds another full id or none, is never adopted. ``launch`` resolves a
+plan's directories once, at the plan-vs-disk diff, and writes them to plan.parquet, which
+``status``, ``collect`` and ``retry`` read; a distillation teacher, named by its canonical
+directory, resolves through that record (``scalelab.distill.resolve.teacher_dir``).
+
 Run directories written before the run id had 32 hex digits are named
-``<name>-<8 hex>``. They are not adopted: the new plan names ``<name>-<32 hex>``, so a
+``<name>-<8 hex>``. They are not adopted: the new plan names ``<label>-<32 hex>``, so a
 relaunch trains those runs again in new directories, and the old ones stay on disk
 untouched (their ``config.yaml`` still holds ``run_id_full`` for ``scalelab explain``).
 An 8-hex directory name cannot be trusted to name one config, which is the failure a
@@ -31,11 +47,17 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from scalelab import strict
-from scalelab.config import OPERATIONAL_KEYS, RunConfig
+from scalelab.config import OPERATIONAL_KEYS, RunConfig, load_run_config
+from scalelab.errors import UserError
+from scalelab.store.layout import CONFIG_FILE, CONFIG_INPUT_FILE
+from scalelab.store.status import State, read_status
 
 ID_HEX = 32  # hex digits of the run id: 128 bits
 
@@ -162,11 +184,92 @@ def id_of(full: str) -> str:
     return full[:ID_HEX]
 
 
+def run_dir_label(cfg: RunConfig) -> str:
+    """The readable part of a run directory's name, read from identity fields only: the
+    model preset, the width and depth where set explicitly, and the optimizer (e.g.
+    ``150M_muon``, ``d512_l8_adamw``), sanitised for file systems. Never the run's name
+    (block and axis labels), which is operational: two plans of one identity name one
+    directory."""
+    m = cfg.model
+    parts = [m.preset] if m.preset else []
+    parts += [f"{tag}{v}" for tag, v in (("d", m.d_model), ("l", m.n_layers)) if v is not None]
+    parts.append(cfg.optim.name)
+    label = re.sub(r"[^A-Za-z0-9_.=+-]+", "_", "_".join(map(str, parts)))
+    return label.strip("_.-")[:40].strip("_.-") or "run"
+
+
 def run_dir_name(cfg: RunConfig, rid: str | None = None) -> str:
-    """``<readable-name>-<run id>``; the name is sanitised for file systems. ``rid``: the
-    run id when the caller already has it (else it is computed)."""
-    name = re.sub(r"[^A-Za-z0-9_.=+-]+", "_", cfg.name).strip("_")[:80] or "run"
-    return f"{name}-{rid or run_id(cfg)}"
+    """``<label>-<run id>`` (``run_dir_label``): a function of the identity alone. ``rid``:
+    the run id when the caller already has it (else it is computed)."""
+    return f"{run_dir_label(cfg)}-{rid or run_id(cfg)}"
+
+
+_ID_SUFFIX = re.compile(rf"-([0-9a-f]{{{ID_HEX}}})$")
+_FINISHED_FIRST = {State.COMPLETED.value: 0, State.DIVERGED.value: 1}
+
+
+def held_full_id(run_dir: str | Path) -> str | None:
+    """The full id that run directory ``run_dir`` holds: its ``config.yaml``'s
+    ``run_id_full``; without a ``config.yaml`` (launched, not started), the full id of its
+    ``config-input.yaml``. None when it holds neither, either is unreadable, or the
+    directory or the file is a symbolic link (never followed to another run's files)."""
+    run_dir = Path(run_dir)
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return None
+    config, planned = run_dir / CONFIG_FILE, run_dir / CONFIG_INPUT_FILE
+    try:
+        if os.path.lexists(config):
+            if config.is_symlink():
+                return None
+            doc = strict.load_yaml(config)
+            full = doc.get("run_id_full") if isinstance(doc, dict) else None
+            return full if isinstance(full, str) else None
+        if os.path.lexists(planned) and not planned.is_symlink():
+            return full_id(load_run_config(planned))
+    except (UserError, OSError, ValueError):
+        return None
+    return None
+
+
+def adopted_dirs(runs: str | Path, names: Sequence[str], full_of: Callable[[int], str]) -> list[str]:
+    """For each run, given its canonical directory name ``names[i]`` and its full id
+    ``full_of(i)`` (asked only for a run that may have been adopted), the name of its
+    directory under ``runs``: the canonical one where it exists or where no other holds
+    the run; else an existing ``<anything>-<run id>`` whose ``held_full_id`` is the run's
+    full id (a finished one first, then by name). One listing of ``runs`` for the plan."""
+    try:
+        listed = os.listdir(runs)
+    except OSError:  # no runs/ yet (a new sweep), or not a directory
+        listed = []
+    present = set(listed)
+    by_id: dict[str, list[str]] = {}
+    for name in listed:
+        if (rid := id_in_name(name)) is not None:
+            by_id.setdefault(rid, []).append(name)
+    out = []
+    for i, name in enumerate(names):
+        rid = id_in_name(name)
+        if name in present or rid not in by_id:
+            out.append(name)
+            continue
+        full = full_of(i)
+        held = [c for c in by_id[rid] if id_of(full) == rid and held_full_id(Path(runs) / c) == full]
+        out.append(min(held, key=lambda c: (_finished_rank(Path(runs) / c), c)) if held else name)
+    return out
+
+
+def id_in_name(name: str) -> str | None:
+    """The run id a run directory's name ends with (``<anything>-<32 hex>``), or None."""
+    m = _ID_SUFFIX.search(name)
+    return m.group(1) if m else None
+
+
+def _finished_rank(run_dir: Path) -> int:
+    try:
+        state = (read_status(run_dir) or {}).get("state")
+    except UserError:  # corrupt or unreadable: ranked with the runs that have none
+        state = None
+    return _FINISHED_FIRST.get(state, 2 if state else 3)
 
 
 def _check(obj: Any, path: str) -> Any:

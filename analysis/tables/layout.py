@@ -11,7 +11,7 @@ scalelab, so the owner sits here)::
         plan.parquet                PLAN_FILE      one row per planned run, every launch's
         runs.parquet                RUNS_FILE      one row per run (``scalelab collect``)
         runs/                       RUNS_FOLDER    the run directories
-            <name>-<run id>/        a run directory (below)
+            <label>-<run id>/       a run directory (below; the label: model, optimizer)
         ensembles/evals.parquet     ENSEMBLES_FOLDER, ENSEMBLE_EVALS_FILE (``scalelab ensemble``)
         report/                     REPORT_FOLDER  ``scalelab report``'s markdown and figures:
             report.md               LAWS_REPORT_FILE   the laws fitted to the runs

@@ -38,14 +38,14 @@ def train_cmd(
     overrides: list[str] = typer.Argument(
         None, metavar="KEY=VALUE", help="dotted.key=value overrides, e.g. optim.lr=1e-3"
     ),
-    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default <root>/<name>-<run id>, the run id 32 hex digits)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default <root>/<label>-<run id>: the model and optimizer, the run id 32 hex digits; an existing <anything>-<run id> of this config is reused)."),
     root: Path | None = typer.Option(None, "--root", help="Parent of the default run directory (default $SCALELAB_ROOT or ./runs)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or eval lines (messages and errors still show; default $SCALELAB_QUIET)."),
     log_format: str | None = typer.Option(None, "--log-format", metavar="[text|json]", help="text (default) or json: one JSON object per line, for cluster logs (default $SCALELAB_LOG_FORMAT)."),
 ) -> int:
     """Train one run; a relaunch on the same run directory resumes from its checkpoint."""
     from scalelab.config import load_run_config
-    from scalelab.identity import run_dir_name
+    from scalelab.identity import adopted_dirs, full_id, run_dir_name
     from scalelab.train.console.progress_log import LogSettings
 
     log = LogSettings.from_env().overridden(fmt=log_format, quiet=quiet or None)
@@ -54,7 +54,7 @@ def train_cmd(
         from scalelab.store.layout import DEFAULT_ROOT
 
         base = root or Path(os.environ.get("SCALELAB_ROOT") or DEFAULT_ROOT)
-        run_dir = base / run_dir_name(cfg)
+        run_dir = base / adopted_dirs(base, [run_dir_name(cfg)], lambda _: full_id(cfg))[0]  # or an old-named one
     from scalelab.train import train  # torch: imported once the input is known to be good
 
     before = read_status(run_dir)  # tells "had already ended" from "ended in this call"

@@ -7,7 +7,9 @@ Sweep layout (the run directories of README.md "Concepts" plus two folders):
     <sweep>/synthetic/<synthetic_id>/      its token directory (content-hashed, cached)
     <sweep>/runs/<student-run>/            the student
 
-``distill.teachers`` names run directories under ``<sweep>/runs/`` (or absolute paths);
+``distill.teachers`` names run directories under ``<sweep>/runs/`` (or absolute paths;
+a name whose run lives in a directory adopted under another name resolves to that one,
+recorded in plan.parquet: ``teacher_dir``);
 the sweep directory of a run dir or a generation dir is its grandparent. An absolute path
 must hold a run when the plan is made (``missing_teacher``); a name may be a run that the
 same sweep trains first. The planner
@@ -18,16 +20,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from scalelab import strict
 from scalelab.config import RunConfig
 from scalelab.distill.generate import GenerationParams
 from scalelab.errors import UserError
-from scalelab.identity import canonical_json, run_dir_name
-from scalelab.store.layout import CONFIG_FILE, RUNS_FOLDER
+from scalelab.identity import canonical_json, id_in_name, run_dir_name
+from scalelab.store.layout import CONFIG_FILE, PLAN_FILE, RUNS_FOLDER
+from scalelab.store.sweep_files import read_sweep_file
 
 __all__ = [
     "generation_key",
@@ -36,6 +42,7 @@ __all__ = [
     "needs_generation",
     "resolve_teachers",
     "synthetic_cache_dir",
+    "teacher_dir",
     "teacher_dirs",
 ]
 
@@ -72,11 +79,34 @@ def teacher_dirs(cfg: RunConfig, run_dir: str | Path) -> list[Path]:
             key="distill.teachers",
         )
     runs = _sweep_of(run_dir) / RUNS_FOLDER
-    out = [Path(t) if Path(t).is_absolute() else runs / t for t in cfg.distill.teachers]
+    out = [teacher_dir(runs, t) for t in cfg.distill.teachers]
     for path in out:
         if not _is_run(path):
             raise UserError(f"teacher run {path} does not exist (or never started)", key="distill.teachers")
     return out
+
+
+def teacher_dir(runs: Path, teacher: str) -> Path:
+    """The run directory of one entry of ``distill.teachers``: an absolute path as given;
+    a name under the sweep's ``runs`` folder where it exists; else, for a teacher that
+    runs in a directory adopted under another name (``identity.adopted_dirs``: named
+    before names were the identity's), the directory plan.parquet records for its run id
+    (the launch wrote it there, after checking the directory's full id)."""
+    if Path(teacher).is_absolute():
+        return Path(teacher)
+    path = runs / teacher
+    rid = id_in_name(teacher)
+    if os.path.lexists(path) or rid is None or not (runs.parent / PLAN_FILE).is_file():
+        return path
+    try:
+        plan = read_sweep_file(runs.parent / PLAN_FILE)
+    except UserError:  # damaged: the teacher reads as missing, with its canonical name
+        return path
+    rows = plan.filter(pl.col("run_id") == rid)["run_dir"].to_list() if "run_dir" in plan.columns else []
+    held = rows[0] if rows and isinstance(rows[0], str) else ""
+    name = held.removeprefix(f"{RUNS_FOLDER}/")
+    ok = held.startswith(f"{RUNS_FOLDER}/") and "/" not in name and name not in ("", ".", "..")
+    return runs / name if ok else path
 
 
 def missing_teacher(teachers: Sequence[str]) -> str | None:

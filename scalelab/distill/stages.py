@@ -30,8 +30,9 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.distill.job import TARGET
-from scalelab.distill.resolve import generation_key, needs_generation
+from scalelab.distill.resolve import generation_key, needs_generation, teacher_dir
 from scalelab.store.atomic import write_yaml_atomic
+from scalelab.store.layout import RUNS_FOLDER
 from scalelab.store.status import State, read_status
 from scalelab.sweep.run.launch import ReportCounts
 from scalelab.sweep.plan.resources import launchers_of
@@ -108,7 +109,8 @@ def _live_job_ids(sweep_dir: Path, run_dirs: list[str]) -> dict[str, str]:
     from scalelab.sweep.run.observe import observe
 
     out = {}
-    for rel, view in zip(run_dirs, observe(sweep_dir / d for d in run_dirs)):
+    on_disk = (teacher_dir(sweep_dir / RUNS_FOLDER, d.removeprefix(f"{RUNS_FOLDER}/")) for d in run_dirs)
+    for rel, view in zip(run_dirs, observe(on_disk)):
         if view.live and view.claim is not None and view.claim.job_id:
             out[rel] = str(view.claim.job_id)
     return out

@@ -23,6 +23,13 @@ against the sweep's ``plan.parquet`` row (a mismatch is one line naming the file
 2); such a run gets the spec's launcher of its block (or the top-level one), without
 per-run launcher rules.
 
+Run directories on disk (``runs_on_disk``, the one place the plan's ``run_dir`` meets the
+disk): a planned run whose canonical directory (``identity.run_dir_name``) does not exist
+but that a directory of another name holds (``<anything>-<run id>`` whose ``config.yaml``
+holds the run's full id; ``identity.adopted_dirs``) runs in that directory: ``decide``
+judges it there, ``execute`` resumes it there and writes that ``run_dir`` to
+plan.parquet, which ``status``, ``collect`` and ``retry`` read.
+
 Launch rules (a plain ``scalelab sweep``):
   new -> launch; COMPLETED, DIVERGED -> skip; held by a live claim -> skip;
   PREEMPTED, TIMEOUT (and RUNNING runs nobody executes) -> launch, resuming the checkpoint;
@@ -43,7 +50,7 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.errors import UserError
-from scalelab.store.layout import BLOCK_COLUMN, DEFAULT_ROOT, PLAN_FILE, SPEC_FILE
+from scalelab.store.layout import BLOCK_COLUMN, DEFAULT_ROOT, PLAN_FILE, RUNS_FOLDER, SPEC_FILE
 from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
 from scalelab.store.status import CorruptStatus, State, read_status, set_aside_corrupt, update_status
 from scalelab.store.sweep_files import read_sweep_file
@@ -65,6 +72,7 @@ __all__ = [
     "execute",
     "plan_from_disk",
     "read_plan",
+    "runs_on_disk",
     "sweep_and_spec",
     "sweep_dir_for",
     "sweep_dir_of",
@@ -149,12 +157,36 @@ def _table(plan: Any) -> pl.DataFrame:
     return plan.table if hasattr(plan, "table") else plan
 
 
+def runs_on_disk(plan: Any, sweep_dir: str | Path) -> pl.DataFrame:
+    """The plan's table with each ``run_dir`` where the run is on disk: the canonical
+    directory, or the differently named one that holds the run (``identity.adopted_dirs``,
+    module docstring). A bare table (no ``configs``: plan.parquet's rows, already
+    resolved when launched) is returned as it is."""
+    table = _table(plan)
+    configs = getattr(plan, "configs", None)
+    if configs is None or table.is_empty():
+        return table
+    from scalelab.identity import adopted_dirs, full_id
+
+    prefix = f"{RUNS_FOLDER}/"
+    dirs = table["run_dir"].to_list()
+    rows = [i for i, d in enumerate(dirs) if d.startswith(prefix) and "/" not in d[len(prefix):]]
+    found = adopted_dirs(Path(sweep_dir) / RUNS_FOLDER, [dirs[i][len(prefix):] for i in rows],
+                         lambda k: full_id(configs[rows[k]]))
+    for i, name in zip(rows, found):
+        dirs[i] = prefix + name
+    return table.with_columns(pl.Series("run_dir", dirs, dtype=pl.String))
+
+
 def decide(plan: Any, sweep_dir: str | Path, *, retry_failed: bool = False,
            retry_preempted: bool = False, views: Sequence[RunView] | None = None) -> pl.DataFrame:
-    """One row per plan row: run_id, name, run_dir, state, action ('launch'|'skip'), reason."""
+    """One row per plan row: run_id, name, run_dir (where the run is on disk:
+    ``runs_on_disk``), state, action ('launch'|'skip'), reason. ``views``: the rows'
+    directories observed already (``execute``, whose table is resolved)."""
     table = _table(plan)
     sweep_dir = Path(sweep_dir)
     if views is None:
+        table = runs_on_disk(plan, sweep_dir)
         views = observe(sweep_dir / d for d in table["run_dir"])
     rows = [_rule(v, retry_failed, retry_preempted) for v in views]
     return pl.DataFrame({
@@ -235,11 +267,12 @@ def execute(plan: Any, sweep_dir: str | Path, launcher: Any, *, wait: bool,
     ``plan`` has ``.table`` (plan.parquet's rows, with ``run_id``, ``name``, ``run_dir``
     relative to the sweep), ``.configs`` (one RunConfig per row) and optionally
     ``.launchers`` (one per row; ``launcher`` otherwise). ``launcher`` also picks the
-    backend. On Slurm with ``wait=False`` this returns once the jobs are queued.
+    backend. Each run goes to the directory that holds it (``runs_on_disk``). On Slurm
+    with ``wait=False`` this returns once the jobs are queued.
     """
     sweep_dir = Path(sweep_dir).resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    table = _table(plan)
+    table = runs_on_disk(plan, sweep_dir)
     configs = list(plan.configs)
     launchers = launchers_of(plan, launcher)
     write_plan(table, sweep_dir)

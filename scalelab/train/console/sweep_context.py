@@ -1,6 +1,6 @@
 """Which sweep a run belongs to, read from the sweep's files (for W&B's group, job type, tags).
 
-A sweep launches each run in ``<sweep dir>/runs/<name>-<id>`` and keeps its plan in
+A sweep launches each run in ``<sweep dir>/runs/<label>-<id>`` and keeps its plan in
 ``<sweep dir>/plan.parquet`` (``scalelab.store.layout``): one row per run with ``run_id``, the axis columns (dotted config keys, and
 ``seed``), and ``block`` when the spec has blocks. So a run directory knows, with nothing
 passed to it, its sweep (the sweep directory's name), its block, and the axes its block
