@@ -131,6 +131,8 @@ def _grid_study(spec, datasets, filters):
     try:
         study = load_study(spec, datasets=datasets)
     except UserError:
+        if not spec.blocks and not filters:  # one grid that is no study: say why
+            raise
         return None
     known = {"block", "recipe", *study.plan.table.columns}
     for conds in (filters or {}).values():
