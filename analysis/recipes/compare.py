@@ -85,7 +85,8 @@ from analysis.recipes.kim_law import MIN_SIZES, SCALE
 from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
 from analysis.solvers.levenberg import lm_batched
 
-__all__ = ["MIN_SIZES", "SCALE", "SCHEMES", "RecipeComparison", "compare_recipes", "refit_counts"]
+__all__ = ["MIN_SIZES", "SCALE", "SCHEMES", "RecipeComparison", "compare_recipes", "matched_compute",
+           "refit_counts"]
 
 MAX_REDRAWS = 1000
 """Redraws of stage 1 before a resample is refused (only reachable with few sizes)."""
@@ -219,13 +220,13 @@ def _check(frame: pl.DataFrame, name: str) -> None:
 
 def _fit(r: _Runs, start: RecipeAsymptote) -> FitResult:
     """The bootstrap's objective at the engine's optimum (``recipe_asymptote``'s fit)."""
-    starts = None
+    kw = {}  # no engine optimum to start from (an unfitted recipe): fit_law's own starts
     if start.fit is not None and start.fit.A > 0 and start.fit.C > 0:
-        starts = [{"A": start.fit.A, "alpha": start.fit.B, "E": start.fit.C}]
+        kw["starts"] = [{"A": start.fit.A, "alpha": start.fit.B, "E": start.fit.C}]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_law(PowerLaw(), {"N": r.x, "loss": r.loss}, loss="mse", space="linear",
-                       starts=starts, warn=False)
+                       warn=False, **kw)
 
 
 def _draw_sizes(rng: np.random.Generator, k: int, n_boot: int, min_sizes: int) -> np.ndarray:
@@ -315,6 +316,21 @@ def _matched(a: _Runs, b: _Runs, shared: np.ndarray, level: float) -> pl.DataFra
                     "flops_b": float(b.flops[b.rows[i]].mean())}
         rows.append(row)
     return pl.DataFrame(rows)
+
+
+def matched_compute(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
+                    names: tuple[str, str] = ("A", "B"), level: float = 0.95) -> pl.DataFrame:
+    """The losses at matched compute on every size both recipes ran (``RecipeComparison.
+    matched``'s table), whatever the number of shared sizes (empty when none)."""
+    _check(runs_a, names[0])
+    _check(runs_b, names[1])
+    shared = np.intersect1d(runs_a["N"].cast(pl.Float64).unique().to_numpy(),
+                            runs_b["N"].cast(pl.Float64).unique().to_numpy())
+    if shared.size == 0:
+        return pl.DataFrame()
+    ra = _read(runs_a.with_columns(pl.col("N").cast(pl.Float64)), names[0], shared, 1.0)
+    rb = _read(runs_b.with_columns(pl.col("N").cast(pl.Float64)), names[1], shared, 1.0)
+    return _matched(ra, rb, shared, level)
 
 
 def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,7 +53,7 @@ from analysis.recipes.budgets import SCHEMA as BUDGET_SCHEMA
 from analysis.recipes.budgets import budget_asymptotes
 from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.cells import best_cells, cell_columns, size_points
-from analysis.recipes.kim_law import MIN_SIZES, SCALE, min_sizes
+from analysis.recipes.kim_law import MIN_SIZES, MIN_SIZES_E, SCALE, min_sizes, min_sizes_e, one_dof_flag
 from analysis.recipes.recipe_asymptote import recipe_asymptote, unidentified
 from analysis.recipes.replicates import NONE, Replicates, find_replicates
 from analysis.recipes.asymptotes import (
@@ -63,13 +63,16 @@ from analysis.recipes.asymptotes import (
     fit_asymptote,
 )
 
-__all__ = ["MIN_POINTS", "Blocks", "RecipeAnalysis", "analyze", "ensemble_beats_members",
+__all__ = ["MIN_POINTS", "MIN_POINTS_E", "Blocks", "flag_of", "RecipeAnalysis", "analyze", "ensemble_beats_members",
            "reportable", "unidentified"]
 
 MIN_POINTS = MIN_SIZES
-"""Points a 3-parameter fit needs before its asymptote (or a multiplier from it) is written:
+"""Points a 3-parameter fit needs before a multiplier from its asymptote is written:
 ``kim_law.MIN_SIZES`` (two residual degrees of freedom; the reason is written there). A fit
 with B fixed (A/K + C) needs ``kim_law.min_sizes(2)``."""
+MIN_POINTS_E = MIN_SIZES_E
+"""Points before an asymptote itself is written: one residual degree of freedom, flagged
+(``kim_law.one_dof_flag``); ``kim_law.MIN_SIZES_E``."""
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,7 @@ def _multipliers(cand: list[tuple[str, float, float]], law: DataLaw | str,
 
 def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd: float = 0.1,
             blocks: Blocks = Blocks(), loss: str = "final_loss",
-            recipes: Mapping[str, Mapping[str, str]] | None = None,
+            recipes: Mapping[str, Sequence[str]] | None = None,
             reference: str | None = None) -> RecipeAnalysis:
     """All recipe numbers of a sweep (see the module docstring). ``recipes``: explicit
     {name: {column: value}} filters (else the ``recipe`` column, else the blocks);
@@ -328,7 +331,7 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
             seeds = f" (mean of {row['seeds']} seeds)" if row["seeds"] > 1 else ""
             cand.append((f"{row['block']} student{at}{seeds}", float(row["loss"]), 0.0))
     for name, fit in fits.items():
-        if fit is not None and reportable(fit) is None:
+        if fit is not None and reportable(fit, min_dof=2) is None:
             cand.append((f"{name} asymptote", fit.C, fit.c_se_t()))
     multipliers = _multipliers(cand, data_law, ref_loss)
     budgets = budget_asymptotes(tagged, cols, data_points, data_law, ref_name)
@@ -341,12 +344,15 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
                           budgets=budgets)
 
 
-def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None) -> str | None:
+def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None, *,
+               min_dof: int = 1) -> str | None:
     """Why a fit's asymptote may not be written as a number (None: it may): fewer than
-    MIN_POINTS ``what`` (``n``, else the fit's own count), not fitted, no finite interval,
-    or not identified."""
+    n_free + ``min_dof`` ``what`` (``n``, else the fit's own count), not fitted, no finite
+    interval, or not identified. ``min_dof`` 1: E itself, flagged on one residual degree of
+    freedom (``kim_law.one_dof_flag``); 2: what is built on E (a multiplier)."""
     count = n if n is not None else (fit.x.size if fit is not None else None)
-    need = min_sizes(fit.n_free) if fit is not None else MIN_POINTS
+    need = ((min_sizes_e(fit.n_free) if min_dof <= 1 else min_sizes(fit.n_free))
+            if fit is not None else (MIN_POINTS_E if min_dof <= 1 else MIN_POINTS))
     if count is not None and count < need:
         noun = what[:-1] if count == 1 and what.endswith("s") else what
         return f"{count} {noun}, need >= {need}"
@@ -357,6 +363,11 @@ def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = N
     if why := unidentified(fit):
         return f"not identified: {why}"
     return None
+
+
+def flag_of(fit: AsymptoteFit | None) -> str | None:
+    """What to say beside a written asymptote (``kim_law.one_dof_flag``), or None."""
+    return None if fit is None else one_dof_flag(int(fit.x.size), fit.n_free)
 
 
 def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:

@@ -39,8 +39,8 @@ import numpy as np
 
 from analysis import AnalysisInputError, PowerLaw, fit_law
 
-__all__ = ["B_GRID", "MIN_SIZES", "SCALE", "LawFit", "fit_kim", "jacobian", "min_sizes",
-           "profile_fit"]
+__all__ = ["B_GRID", "MIN_SIZES", "MIN_SIZES_E", "SCALE", "LawFit", "fit_kim", "jacobian",
+           "min_sizes", "min_sizes_e", "one_dof_flag", "profile_fit"]
 
 SCALE = 1e6
 """x = N / SCALE (millions of parameters) or U / SCALE (millions of unique tokens). Every
@@ -55,6 +55,34 @@ adaptive loop's first intervals on 4 sizes (0.29-0.37 nats wide) missed the whol
 E in 5 of 10 arms, and a ranking decided on 4 sizes per recipe was wrong in 3 of 12
 synthetic seeds; with 5 its first intervals covered E in 8 of 8 arms and no decision was
 wrong (docs/adaptive.md). The one rule of the report, ``compare``, ``next`` and the loop."""
+
+
+MIN_SIZES_E = 4
+"""Sizes before a recipe's asymptote E is *written* with its interval: one residual degree of
+freedom (``min_sizes_e(3)``). On 4 sizes the t interval (t_0.975 = 12.7 on 1 dof) is honest
+but wide and rests on one scatter estimate, so it is printed flagged (``one_dof_flag``):
+Kim et al.'s own K -> inf losses at their 4 sizes (150M-1.4B, Table 4 of arXiv 2509.14786)
+give E = 3.169 with a 1-dof 95% CI of 3.02 to 3.32, the paper's 3.17 to the digit. Decisions
+measured to go wrong on 4 sizes keep ``MIN_SIZES`` (the adaptive loop's stopping, ``next``'s
+ranking, the paired bootstrap's size draws)."""
+
+
+def min_sizes_e(n_free: int) -> int:
+    """Sizes a fit with ``n_free`` free parameters needs before its asymptote is written with
+    a (flagged, ``one_dof_flag``) interval: n_free + 1, one residual degree of freedom."""
+    return int(n_free) + 1
+
+
+def one_dof_flag(n: int, n_free: int, level: float = 0.95) -> str | None:
+    """The flag of an asymptote fitted with one residual degree of freedom, or None."""
+    if n - n_free != 1:
+        return None
+    from scipy import stats
+
+    t = float(stats.t.ppf(0.5 + level / 2, 1))
+    t2 = float(stats.t.ppf(0.5 + level / 2, 2))
+    return (f"rests on 1 residual degree of freedom ({n} sizes, t = {t:.1f}); a size more "
+            f"gives 2 (t = {t2:.2f}, an interval ~{t / t2:.0f}x narrower at the same scatter)")
 
 
 def min_sizes(n_free: int) -> int:

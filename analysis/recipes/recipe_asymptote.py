@@ -5,9 +5,11 @@ Kim et al. 2025 (arXiv 2509.14786): L(x) = A / x^B + E over a recipe's points (o
 size: the best cell's seed mean, weight m, ``cells.size_points``), fitted by the one engine
 of this law (``kim_law.fit_kim`` through ``asymptotes.fit_asymptote``). The interval is the
 Wald/t interval of nonlinear least squares (Seber & Wild 1989, "Nonlinear Regression",
-ch. 5): E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1. An interval is given
-only with >= ``kim_law.MIN_SIZES`` sizes (the reason is written there), and E is a number
-only when ``analysis.fit.identified.why_not_identified`` finds nothing against it.
+ch. 5): E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1. E and its interval
+are written from ``kim_law.MIN_SIZES_E`` (4) sizes on, flagged (``flag``) while they rest on
+one residual degree of freedom; decisions that went wrong on 4 sizes keep
+``kim_law.MIN_SIZES`` (5; the reasons are written there). E is a number only when
+``analysis.fit.identified.why_not_identified`` finds nothing against it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from analysis.errors import AnalysisInputError
 from analysis.fit.identified import why_not_identified
 from analysis.recipes.asymptotes import AsymptoteFit, fit_asymptote
 from analysis.recipes.cells import SizePoints
-from analysis.recipes.kim_law import min_sizes
+from analysis.recipes.kim_law import min_sizes_e, one_dof_flag
 
 __all__ = ["RecipeAsymptote", "recipe_asymptote", "unidentified"]
 
@@ -42,6 +44,14 @@ class RecipeAsymptote:
     """Why E is not written as a number (too few sizes, no interval, not identified), or
     None: E and (lo, hi) may be reported."""
     level: float = 0.95
+    flag: str | None = None
+    """Said beside E when it may be written but rests on little: one residual degree of
+    freedom (``kim_law.one_dof_flag``)."""
+
+    @property
+    def n(self) -> int:
+        """Sizes the fit rests on (0 without a fit)."""
+        return 0 if self.fit is None else int(self.fit.x.size)
 
 
 def unidentified(fit: AsymptoteFit | None) -> str | None:
@@ -59,7 +69,7 @@ def unidentified(fit: AsymptoteFit | None) -> str | None:
 def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote:
     """E, its ``level`` interval and the reason it may not be written (module docstring)."""
     nan = math.nan
-    need = min_sizes(3)
+    need = min_sizes_e(3)
     if points.n < 3:
         return RecipeAsymptote(None, nan, nan, nan, f"{points.n} sizes, need >= {need}", level)
     try:
@@ -75,4 +85,5 @@ def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote
         why = f"not identified: {w}"
     else:
         why = None
-    return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level)
+    flag = one_dof_flag(points.n, fit.n_free, level) if why is None else None
+    return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level, flag)

@@ -1,22 +1,30 @@
-"""Which runs of a sweep belong to which training recipe (Kim et al. 2025's "standard",
-"regularized", ...), found in this order:
+"""Which runs of a sweep belong to which training recipe: the one owner of that question for
+``scalelab report``, ``compare``, ``next``, the demo and the notebooks. A recipe is a named
+set of runs, found in this order:
 
-1. explicit filters, ``NAME=key=value[,key=value]`` on runs-table columns
-   (``scalelab report --recipe``); each ``key=value`` is a ``--where`` condition of
-   ``analysis.tables.select`` (typed by the column's dtype, unknown columns with a did-you-mean);
-2. the runs table's ``recipe`` column (``extra.recipe`` of the spec, via ``scalelab collect``):
-   one recipe per distinct non-null value, unless the sweep has Kim's ``tuned`` block and
-   none of its runs is tagged (then only students carry a tag: the block layout applies);
+1. explicit filters, ``--recipe NAME=COND[,COND...]`` (``parse_recipe_option``): each COND
+   is a ``--where`` condition of ``analysis.tables.select`` on runs-table columns
+   (``key=value``, ``key<value``, ``pl.col(...) ...``; typed by the column's dtype, unknown
+   columns with a did-you-mean) or ``key=v1|v2`` (any of the values, e.g. several blocks
+   ``block=adamw-x1|adamw-x3``); conditions are ANDed;
+2. the runs table's ``recipe`` column (``extra.recipe`` of the spec wherever it is set: the
+   top-level ``base``, a block's ``base``, a grid or zip axis; ``scalelab collect``): one
+   recipe per distinct non-null value, unless the sweep has Kim's ``tuned`` block and none
+   of its runs is tagged (then only students carry a tag: the block layout applies);
 3. Kim's block layout (``sweeps/demo.yaml``): in the ``tuned`` block and any block named
    ``tuned-*`` (extra tuning cells, e.g. longer training for some sizes), "standard" is the
-   runs at the reference weight decay and "regularized" all of them (the best over wd).
+   runs at the reference weight decay and "regularized" all of them (the best over wd);
+4. else one recipe per block (its name).
 
+The predicates are polars expressions over config columns, so they select runs in
+``runs.parquet`` and candidates in ``plan.parquet`` alike (they share those columns).
 Pure polars; the sizes (N) of a recipe are then taken from its rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -24,7 +32,10 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.tables.select import parse_where
 
-__all__ = ["RecipeRows", "find_recipes", "parse_filter", "parse_recipe_option", "reference_recipe"]
+__all__ = ["RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
+           "recipe_predicate", "reference_recipe", "split_conditions"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -35,10 +46,33 @@ class RecipeRows:
     source: str
 
 
+def split_conditions(text: str) -> tuple[str, ...]:
+    """``COND[,COND...]`` -> the conditions, split at top-level commas only (a comma inside
+    brackets, parentheses or quotes belongs to a ``pl.col(...)`` expression)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    conds = tuple(p.strip() for p in parts)
+    if not all(conds):
+        raise AnalysisInputError(f"'{text}': an empty condition between commas")
+    return conds
+
+
 def parse_filter(text: str) -> dict[str, str]:
     """``key=value[,key=value]`` -> {key: value} (values kept as text)."""
     out: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",")):
+    for part in split_conditions(text):
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise AnalysisInputError(f"filter '{text}': expected key=value[,key=value], got '{part}'")
@@ -46,25 +80,59 @@ def parse_filter(text: str) -> dict[str, str]:
     return out
 
 
-def parse_recipe_option(text: str) -> tuple[str, dict[str, str]]:
-    """``NAME=key=value[,key=value]`` -> (NAME, {key: value})."""
+def parse_recipe_option(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=COND[,COND...]`` -> (NAME, conditions). A condition is a ``--where`` condition
+    (``key=value``, ``key<value``, ``pl.col(...) ...``; ``analysis.tables.select``) or
+    ``key=v1|v2|...``, any of the values (e.g. ``block=adamw-x1|adamw-x3``: several blocks
+    as one recipe)."""
     name, sep, rest = text.partition("=")
-    if not sep or not name.strip():
-        raise AnalysisInputError(f"--recipe '{text}': expected NAME=key=value[,key=value]")
-    return name.strip(), parse_filter(rest)
+    if not sep or not name.strip() or not rest.strip():
+        raise AnalysisInputError(f"--recipe '{text}': expected NAME=COND[,COND...] "
+                                 "(COND: key=value, key=v1|v2, or pl.col(...) ...)")
+    if not _NAME.fullmatch(name.strip()):
+        raise AnalysisInputError(f"--recipe '{text}': a recipe name is letters, digits, "
+                                 f"'_', '.', '-' (got '{name.strip()}')")
+    return name.strip(), split_conditions(rest)
 
 
-def _from_filters(runs: pl.DataFrame, filters: Mapping[str, Mapping[str, str]]) -> RecipeRows:
-    preds = {}
-    for name, conds in filters.items():
-        expr = pl.lit(True)
-        for key, value in conds.items():  # typed by the column: analysis.tables.select (--where)
-            expr = expr & parse_where(f"{key}={value}", runs.schema)
-        preds[name] = expr
+def condition_expr(cond: str, schema: Mapping[str, pl.DataType]) -> pl.Expr:
+    """One recipe condition (``parse_recipe_option``) as a predicate over a table of
+    ``schema`` (the runs table, or a plan: they share their config columns)."""
+    key, sep, values = cond.partition("=")
+    if (sep and not cond.lstrip().startswith("pl.") and "|" in values
+            and not key.endswith(("!", "<", ">")) and not values.startswith("=")):
+        alts = [v.strip() for v in values.split("|")]
+        if not all(alts):
+            raise AnalysisInputError(f"condition '{cond}': an empty value between '|'")
+        expr = pl.lit(False)
+        for v in alts:
+            expr = expr | parse_where(f"{key.strip()}={v}", schema)
+        return expr
+    return parse_where(cond, schema)
+
+
+def recipe_predicate(conds: Sequence[str], schema: Mapping[str, pl.DataType]) -> pl.Expr:
+    """The AND of a recipe's conditions over a table of ``schema``."""
+    expr = pl.lit(True)
+    for cond in conds:
+        expr = expr & condition_expr(cond, schema)
+    return expr
+
+
+def _from_filters(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]]) -> RecipeRows:
+    preds = {name: recipe_predicate(_conditions(conds), runs.schema)
+             for name, conds in filters.items()}
     return RecipeRows(preds, "--recipe filters")
 
 
-def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Mapping[str, str]] | None = None, *,
+def _conditions(conds: Sequence[str] | Mapping[str, str]) -> tuple[str, ...]:
+    """Conditions as text; a {key: value} mapping (the older form) is key=value each."""
+    if isinstance(conds, Mapping):
+        return tuple(f"{k}={v}" for k, v in conds.items())
+    return tuple(conds)
+
+
+def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,
                  ref_wd: float = 0.1, tuned_block: str = "tuned") -> RecipeRows:
     """The recipes of ``runs`` (see the module docstring); raises AnalysisInputError with
     what is missing when none can be found."""
@@ -87,9 +155,12 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Mapping[str, str]] | 
         return RecipeRows({"standard": tuned & ref, "regularized": tuned},
                           f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; "
                           "regularized: best over wd)")
+    if "block" in runs.columns and (blocks := sorted(runs["block"].drop_nulls().unique().to_list())):
+        return RecipeRows({b: pl.col("block") == b for b in blocks},
+                          "the blocks (no extra.recipe set: one recipe per block)")
     raise AnalysisInputError(
         "no recipes found: the runs have no `recipe` column (set extra.recipe in the spec), no "
-        f"'{tuned_block}' block, and no --recipe NAME=key=value filter was given")
+        "blocks, and no --recipe NAME=COND filter was given")
 
 
 def reference_recipe(rows: RecipeRows, wanted: str | None = None) -> str:

@@ -57,16 +57,17 @@ class RecipeLevel:
     sigma: float = float("nan")  # best observed: the SD of the best loss
     at_n: float = float("nan")  # best observed: the size N (parameters) it was observed at
     sigma_from: str = ""  # best observed: where sigma comes from, in words
+    flag: str = ""  # asymptote: what it rests on when that is little (kim_law.one_dof_flag)
 
     @classmethod
     def asymptote(cls, name: str, E: float, lo: float, hi: float,
-                  se: float = float("nan")) -> RecipeLevel:
-        """An identified asymptote E with its (95%) CI (lo, hi)."""
+                  se: float = float("nan"), flag: str | None = None) -> RecipeLevel:
+        """An identified asymptote E with its (95%) CI (lo, hi); ``flag``: said beside it."""
         if not (np.isfinite(E) and np.isfinite(lo) and np.isfinite(hi) and lo <= E <= hi):
             raise AnalysisInputError(f"{name}: an asymptote needs finite lo <= E <= hi, got "
                                      f"E = {E}, CI ({lo}, {hi})")
         return cls(name=name, kind="asymptote", value=float(E), lo=float(lo), hi=float(hi),
-                   se=float(se))
+                   se=float(se), flag=flag or "")
 
     @classmethod
     def best_observed(cls, name: str, best: float, sigma: float, *, at_n: float = float("nan"),
@@ -87,7 +88,8 @@ class RecipeLevel:
     def describe(self) -> str:
         """e.g. "E = 1.987 (95% CI 1.947-2.027)" or "best 2.209 at N = 80k (sigma 0.015)"."""
         if self.identified:
-            return f"E = {self.value:.4g} (CI {self.lo:.4g}-{self.hi:.4g})"
+            flag = f"; {self.flag}" if self.flag else ""
+            return f"E = {self.value:.4g} (CI {self.lo:.4g}-{self.hi:.4g}{flag})"
         at = f" at N = {_count(self.at_n)}" if np.isfinite(self.at_n) else ""
         src = f", {self.sigma_from}" if self.sigma_from else ""
         return f"best observed {self.value:.4g}{at} (sigma {self.sigma:.2g}{src})"

@@ -30,7 +30,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.recipes.cells import size_points
-from analysis.recipes.compare import MIN_SIZES, compare_recipes
+from analysis.recipes.compare import compare_recipes
 from analysis.recipes.ensemble_verdict import ensemble_lines
 from analysis.recipes.infinite_compute import SEED_MEAN, RecipeAnalysis
 from analysis.recipes.recipe_asymptote import recipe_asymptote
@@ -60,7 +60,8 @@ def level_of(name: str, rows: pl.DataFrame, replicates: Replicates, *,
     pts = size_points(rows, 1.0)  # x = N here: the fit below rescales itself
     asym = recipe_asymptote(size_points(rows), level)
     if asym.why_not is None:
-        return RecipeLevel.asymptote(name, asym.E, asym.lo, asym.hi, asym.fit.se["C"])
+        return RecipeLevel.asymptote(name, asym.E, asym.lo, asym.hi, asym.fit.se["C"],
+                                     flag=asym.flag)
     if replicates.found:
         sigma, source = replicates.sigma, replicates.source()
     else:
@@ -77,17 +78,23 @@ def level_of(name: str, rows: pl.DataFrame, replicates: Replicates, *,
 def pair_line(la: RecipeLevel | str, lb: RecipeLevel | str, a: str, b: str,
               delta_ci: Callable[[], tuple[float, float]]) -> str:
     """The verdict line of recipes ``a`` and ``b`` with levels ``la``, ``lb``;
-    ``delta_ci()``: the paired CI of E_a - E_b, asked for only when both are asymptotes."""
+    ``delta_ci()``: the paired CI of E_a - E_b, asked for only when both are asymptotes.
+    Where the paired bootstrap cannot run (fewer than ``MIN_SIZES`` shared sizes: its
+    resamples would interpolate), two asymptotes are judged by their own intervals, a
+    winner only when they separate (conservative: it ignores that they share sizes)."""
     stops = [v for v in (la, lb) if isinstance(v, str)]
     if stops:
         return f"{a} vs {b}: no verdict ({'; '.join(stops)})"
-    delta = None
+    delta, paired, why_unpaired = None, True, ""
     if la.identified and lb.identified:
         try:
             delta = delta_ci()
         except AnalysisInputError as err:
-            return f"{a} vs {b}: no verdict ({err}; need >= {MIN_SIZES} shared sizes)"
-    return recipe_verdict(la, lb, delta_ci=delta).line()
+            paired, why_unpaired = False, f"{err}: judged by the two intervals alone"
+    line = recipe_verdict(la, lb, delta_ci=delta, paired=paired).line()
+    notes = [why_unpaired] if why_unpaired else []
+    notes += [f"E_{v.name} {v.flag}" for v in (la, lb) if v.flag]
+    return line + "".join(f" [{n}]" for n in notes)
 
 
 def _rows(res: RecipeAnalysis, recipe: str) -> pl.DataFrame:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -28,6 +28,7 @@ from analysis.recipes.infinite_compute import (
     RecipeAnalysis,
     analyze,
     ensemble_beats_members,
+    flag_of,
     reportable,
 )
 from analysis.progress import Reporter, Sections, progress_fn
@@ -72,8 +73,9 @@ def _asymptote(name: str, fit: AsymptoteFit | None, unit: str, what: str, n: int
     if why := reportable(fit, what, n):
         return f"{name}: {why}"
     lo, hi = fit.ci()
+    flag = f" ({f})" if (f := flag_of(fit)) else ""
     return (f"{name}: L = {fit.A:.4g}/({unit})^{fit.B:.4g} + {fit.C:.4f}; asymptote {fit.C:.4f}, "
-            f"95% CI [{lo:.4f}, {hi:.4f}]; R^2 = {fit.r2:.3f}")
+            f"95% CI [{lo:.4f}, {hi:.4f}]{flag}; R^2 = {fit.r2:.3f}")
 
 
 def _sizes(res: RecipeAnalysis) -> dict[str, int]:
@@ -202,7 +204,7 @@ def write_missing_report(out_dir: str | Path, title: str, why: str) -> Path:
 
 def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
                                   ref_wd: float = 0.1, loss: str = "final_loss",
-                                  recipes: Mapping[str, Mapping[str, str]] | None = None,
+                                  recipes: Mapping[str, Sequence[str]] | None = None,
                                   reference: str | None = None,
                                   progress: bool | Reporter | None = None,
                                   runs: pl.DataFrame | None = None) -> tuple[Path, RecipeAnalysis]:

@@ -2,9 +2,10 @@
 
 What it fits (each only when the data can support it; a power law whose asymptote is not
 identified, ``analysis.fit.identified``, is named with the reason and no numbers):
-- per recipe (the ``recipe`` column) or, without one, per training-token count D:
-  a PowerLaw in N, A/N^alpha + E, whose E is that group's N -> infinity asymptote,
-  bootstrapped for SEs and CIs, and compared across groups;
+- per recipe (``analysis.recipes.rows``, the one owner; a table without recipes is one
+  group) and unique-token budget U: Kim et al.'s law in N, A/x^B + E, on each size's best
+  cell (``cells.best_cells``), fitted by ``recipe_asymptote``: the same E, interval and
+  reason as infinite_compute.md, ``scalelab compare`` and ``next``, and compared across groups;
 - over the whole table, when D varies: Chinchilla, or the two-stage DataConstrained
   law when some runs repeat data (D > U) and enough single-epoch runs exist.
 
@@ -26,25 +27,24 @@ from analysis.fit.bootstrap import bootstrap_fit
 from analysis.fit.constrained import fit_data_constrained
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit.fit import FitResult, fit_law
-from analysis.fit.identified import why_not_identified
-from analysis.laws.laws import Chinchilla, PowerLaw
+from analysis.laws.laws import Chinchilla
 from analysis.plots.plots import (
     plot_isoflop,
     plot_loss_vs_epochs,
-    plot_loss_vs_x,
     plot_residuals,
     save_figure,
 )
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.asymptotes import compare_asymptotes
+from analysis.recipes.cells import best_cells, cell_columns, size_points
+from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
+from analysis.recipes.rows import find_recipes
 from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
-__all__ = ["MIN_GROUP_POINTS", "params_table", "write_report", "write_report_status"]
+__all__ = ["params_table", "write_report", "write_report_status"]
 
 MIN_JOINT_RUNS = 6  # runs a joint law over (N, D[, U]) needs (5 parameters + 1)
-
-MIN_GROUP_POINTS = 4  # distinct N values a PowerLaw-in-N group needs (3 would interpolate)
 
 
 def params_table(fit: FitResult, boot=None, level: float = 0.95) -> str:
@@ -71,15 +71,38 @@ def _fit_quiet(fn, *args, **kwargs) -> FitResult:
         return fn(*args, **kwargs)
 
 
-def _group_columns(data: pl.DataFrame) -> list[str]:
-    """Runs of one group differ only in N: same recipe (when recorded) and same D."""
-    return [c for c in ("recipe", "D") if c in data.columns]
+def _recipe_groups(data: pl.DataFrame) -> tuple[list[str], list[tuple[str, pl.DataFrame]], str]:
+    """(columns, [(label, runs)], source): the runs of each recipe (``analysis.recipes.rows``,
+    the one owner) at each unique-token budget U; a table without recipes: each D."""
+    budget = "U" if "U" in data.columns else "D"
+    try:
+        found = find_recipes(data)
+        recipes, source = list(found.predicates.items()), found.source
+    except AnalysisInputError:  # no recipes: each training-token count D is a group
+        recipes, source, budget = [("all runs", pl.lit(True))], "the whole table (no recipes found; one group per D)", "D"
+    groups = []
+    for name, pred in recipes:
+        sub = data.filter(pred)
+        for (u,), part in sorted(sub.group_by(budget), key=lambda kv: kv[0][0]):
+            several = sub[budget].n_unique() > 1
+            label = f"{name}, {budget}={u:.3g}" if several else name
+            groups.append((label, part))
+    return ["recipe", budget], groups, source
 
 
-def _label(cols: list[str], key: tuple) -> str:
-    return ", ".join(
-        f"{c}={v:.3g}" if isinstance(v, float) else f"{c}={v}" for c, v in zip(cols, key)
-    )
+def _reason(why: str) -> str:
+    """``recipe_asymptote``'s reason as the report's other file words it."""
+    return why if why.startswith("not identified") else f"not identified: {why}"
+
+
+def _asymptote_table(res: RecipeAsymptote, level: float = 0.95) -> str:
+    """Markdown table of A, B, E: value, SE (Gauss-Newton) and the t interval of E."""
+    fit = res.fit
+    se = fit.se
+    lines = [f"| parameter | value | SE | {int(level * 100)}% CI |", "|---|---|---|---|",
+             f"| A | {fit.A:.6g} | {se['A']:.3g} | |", f"| B | {fit.B:.6g} | {se['B']:.3g} | |",
+             f"| E | {fit.C:.6g} | {se['C']:.3g} | [{res.lo:.5g}, {res.hi:.5g}] |"]
+    return "\n".join(lines)
 
 
 def write_report(runs: pl.DataFrame, out_dir: str | Path, **options) -> Path:
@@ -120,48 +143,46 @@ def write_report_status(
         "",
     ]
 
-    # Per-group power laws in N and their asymptotes.
-    gcols = _group_columns(data)
+    # Per recipe and unique-token budget: the recipe law in N on each size's best cell, by the
+    # one rule and engine of infinite_compute.md, compare and next (same E, interval, reason).
+    gcols, groups, source = _recipe_groups(data)
+    if outside := data.height - sum(sub.height for _, sub in groups):
+        status.append(f"power law in N: {outside} run(s) belong to no recipe ({source}); "
+                      "not in any law in N")
     asym: dict[str, object] = {}
-    group_fits: list[tuple[str, FitResult, object, pl.DataFrame]] = []
+    fitted: list[tuple[str, RecipeAsymptote, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
-    groups = sorted(data.group_by(gcols), key=lambda kv: tuple(str(k) for k in kv[0]))
     section = Sections(LAWS_REPORT_FILE, len(groups) + 2, report)  # + the figures, the joint law
-    for key, sub in groups:
-        name = _label(gcols, key)
+    for name, sub in groups:
         section(f"power law in N, {name}")
-        if (sizes := sub["N"].n_unique()) < MIN_GROUP_POINTS:
-            status.append(f"power law in N, {name}: {sizes} size(s), need >= {MIN_GROUP_POINTS}")
+        cells, _ = best_cells(sub, cell_columns(sub))
+        res = recipe_asymptote(size_points(cells))
+        sizes = int(cells["N"].n_unique())
+        if res.why_not:
+            status.append(f"power law in N, {name}: {_reason(res.why_not)}")
+            unidentified.append((name, res.why_not, sub))
             continue
-        fit = _fit_quiet(fit_law, PowerLaw(x="N"), sub, progress=report)
-        why = why_not_identified(fit.params["alpha"], fit.params["E"], sub["N"], sub["loss"], fit.predict(sub))
-        if why:
-            status.append(f"power law in N, {name}: not identified: {why}")
-            unidentified.append((name, why, sub))
-            continue
-        status.append(f"power law in N, {name}: fitted on {sizes} sizes")
-        boot = _bootstrap(fit, bootstrap, seed, workers, report)
-        group_fits.append((name, fit, boot, sub))
-        asym[name] = (fit, boot) if boot is not None else fit.params["E"]
+        flag = f" ({res.flag})" if res.flag else ""
+        status.append(f"power law in N, {name}: fitted on {sizes} sizes{flag}")
+        fitted.append((name, res, sub))
+        asym[name] = res.fit
     section("power-law figures")
-    if group_fits:
-        md += ["## Power law in N per group: L = A / N^alpha + E", ""]
-        for i, (name, fit, boot, sub) in enumerate(group_fits):
-            md += [
-                f"### {name} ({sub.height} runs, R^2 = {fit.r2:.4f})",
-                "",
-                params_table(fit, boot),
-                "",
-            ]
-            md += [f"- warning: {w}" for w in fit.warnings] + [""]
-            stem = out_dir / f"loss_vs_N_{i}"
-            save_figure(plot_loss_vs_x(sub, fit, boot, title=f"{name}: loss vs N"), stem)
-            md += [f"![loss vs N, {name}]({stem.name}.png)", ""]
+    if fitted:
+        md += ["## Power law in N per recipe: L = A / x^B + E, x = N / 1e6", "",
+               f"Recipes from {source}. Each size's point is its best cell by the mean loss over "
+               "its seeds, fitted by least squares weighted by the seed count, with t intervals "
+               "(the rule and engine of infinite_compute.md, `scalelab compare` and `next`; "
+               "their figure: recipes.png).", ""]
+        for name, res, sub in fitted:
+            fit = res.fit
+            md += [f"### {name} ({sub.height} runs, {fit.x.size} sizes, R^2 = {fit.r2:.4f})", "",
+                   _asymptote_table(res), ""]
+            md += [f"- {res.flag}", ""] if res.flag else []
         cmp = compare_asymptotes(asym)
         md += ["## Asymptotes compared (N -> infinity)", "", _frame_md(cmp), ""]
     for name, why, sub in unidentified:
         md += [f"### {name} ({sub.height} runs): power law in N not identified", "",
-               f"{why}; no parameters or asymptote written.", ""]
+               f"{_reason(why)}; no parameters or asymptote written.", ""]
 
     # Joint law over (N, D[, U]).
     section("joint law")

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,7 @@ class SweepReport:
 
 
 def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", bootstrap: int = 200,
-                       seed: int = 0, recipes: Mapping[str, Mapping[str, str]] | None = None,
+                       seed: int = 0, recipes: Mapping[str, Sequence[str]] | None = None,
                        reference: str | None = None, ref_wd: float = 0.1,
                        progress: bool | Reporter | None = None, runs: pl.DataFrame | None = None,
                        out_dir: str | Path | None = None) -> SweepReport:

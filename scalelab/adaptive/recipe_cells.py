@@ -58,7 +58,7 @@ class RecipeCells:
 
 
 def recipe_cells(runs: pl.DataFrame, names: Sequence[str], *,
-                 filters: Mapping[str, Mapping[str, str]] | None = None,
+                 filters: Mapping[str, Sequence[str]] | None = None,
                  loss: str = "final_loss", ref_wd: float = 0.1) -> RecipeCells:
     """The rows of the recipes ``names`` (module docstring); an unknown recipe, column or
     an empty recipe is a one-line UserError."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import typer
 
 from scalelab.cli.app import app
+from scalelab.cli.recipe_options import RECIPE_HELP
 from scalelab.errors import UserError, did_you_mean
 
 RESAMPLE = ("sizes+seeds", "seeds")
@@ -43,7 +44,7 @@ def compare_cmd(
         help="sizes+seeds (two-stage: sizes, then seeds) or seeds (sizes fixed)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     recipe: list[str] = typer.Option(
-        [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."),
+        [], "--recipe", help=RECIPE_HELP),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     ref_wd: float = typer.Option(0.1, "--ref-wd",
                                  help="Weight decay of the standard recipe (blocks)."),
@@ -63,8 +64,10 @@ def compare_cmd(
                         f"front), got {n_boot}", key="--n-boot")
     if recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
-    from analysis.recipes.compare import compare_recipes
     from analysis.errors import AnalysisInputError
+    from analysis.recipes.cells import size_points
+    from analysis.recipes.compare import compare_recipes, matched_compute
+    from analysis.recipes.recipe_asymptote import recipe_asymptote
     from analysis.recipes.replicates import find_replicates
     from analysis.recipes.verdicts import level_of, pair_line
     from scalelab.adaptive.recipe_cells import recipe_cells
@@ -80,13 +83,21 @@ def compare_cmd(
         runs = read_runs_table(sweep_dir)
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
                          ref_wd=ref_wd)
-    try:
-        result = compare_recipes(cells.rows[recipe_a], cells.rows[recipe_b],
-                                 names=(recipe_a, recipe_b), n_boot=n_boot, level=level,
-                                 seed=seed, resample=resample)
+    rows_a, rows_b = cells.rows[recipe_a], cells.rows[recipe_b]
+    boot: list = []  # the paired bootstrap, run only where the verdict needs it
+
+    def delta_ci() -> tuple[float, float]:
+        boot.append(compare_recipes(rows_a, rows_b, names=(recipe_a, recipe_b), n_boot=n_boot,
+                                    level=level, seed=seed, resample=resample))
+        return boot[-1].ci
+
+    try:  # the report's rule, in the report's order (analysis.recipes.verdicts)
         replicates = find_replicates(runs, _ensemble_evals(sweep_dir), loss=loss)
         la, lb = (level_of(name, cells.rows[name], replicates, level=level)
                   for name in (recipe_a, recipe_b))
+        verdict = pair_line(la, lb, recipe_a, recipe_b, delta_ci)
+        asymptotes = [recipe_asymptote(size_points(r), level) for r in (rows_a, rows_b)]
+        matched = matched_compute(rows_a, rows_b, names=(recipe_a, recipe_b), level=level)
     except AnalysisInputError as err:
         raise UserError(str(err), file=str(sweep_dir)) from None
     for note in cells.notes:
@@ -94,15 +105,15 @@ def compare_cmd(
     at = f" at U = {cells.U:,.0f} unique tokens" if cells.U is not None else ""
     typer.echo(f"{sweep_dir}: {recipe_a} vs {recipe_b}{at}, each size's best cell by its mean "
                f"loss over seeds (recipes from {cells.source})")
-    typer.echo(pair_line(la, lb, recipe_a, recipe_b, lambda: result.ci))
-    both = not isinstance(la, str) and not isinstance(lb, str) and la.identified and lb.identified
-    if both:
-        typer.echo(f"  paired bootstrap: {result.stats()}")
-    shown = ", ".join(_asymptote_text(name, e, a) for name, e, a in
-                      zip((recipe_a, recipe_b), result.E, result.asymptotes or (None, None)))
-    typer.echo(f"  {shown}; {len(result.sizes)} shared sizes; {n_boot} resamples ({resample}); "
-               f"{100 * result.converged:.0f}% of refits converged")
-    _matched_table(result, recipe_a, recipe_b)
+    typer.echo(verdict)
+    if boot:
+        typer.echo(f"  paired bootstrap: {boot[-1].stats()}; {n_boot} resamples ({resample}), "
+                   f"{100 * boot[-1].converged:.0f}% of refits converged")
+    shown = ", ".join(_asymptote_text(name, a, level)
+                      for name, a in zip((recipe_a, recipe_b), asymptotes))
+    typer.echo(f"  {shown}; {matched.height} shared sizes")
+    if matched.height:
+        _matched_table(matched, level, recipe_a, recipe_b)
     return 0
 
 
@@ -120,29 +131,30 @@ def _ensemble_evals(sweep_dir: Path):
         raise UserError(f"{err.what} ({err.reason})", file=err.path) from None
 
 
-def _asymptote_text(name: str, E: float, asymptote) -> str:
+def _asymptote_text(name: str, asymptote, level: float) -> str:
     """``E(name) = 1.9860, 95% CI (...)``, or ``E(name) not identified: why`` where the
     report would not write it either (``analysis.recipes.recipe_asymptote``)."""
-    if asymptote is not None and asymptote.why_not:
+    if asymptote.why_not:
         return f"E({name}) not identified: {asymptote.why_not}"
-    if asymptote is not None:
-        return f"E({name}) = {E:.4f}, 95% CI ({asymptote.lo:.4f}, {asymptote.hi:.4f})"
-    return f"E({name}) = {E:.4f}"
+    flag = f" [{asymptote.flag}]" if asymptote.flag else ""
+    return (f"E({name}) = {asymptote.E:.4f}, {100 * level:g}% CI ({asymptote.lo:.4f}, "
+            f"{asymptote.hi:.4f}){flag}")
 
 
-def _matched_table(result, a: str, b: str) -> None:
-    """The losses at matched compute (``RecipeComparison.matched``), one row per size."""
+def _matched_table(matched, level: float, a: str, b: str) -> None:
+    """The losses at matched compute (``analysis.recipes.compare.matched_compute``), one row
+    per shared size."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text  # plain text: recipe names are the user's, never markup
 
-    pct = f"{100 * result.level:g}% CI"
+    pct = f"{100 * level:g}% CI"
     table = Table(title=Text(f"matched compute: mean loss over seeds at equal N ({a} - {b})"),
                   title_justify="left")
     heads = ("N", f"seeds {a}", f"seeds {b}", f"loss {a}", f"loss {b}", "diff", pct, "p", "test")
     for head in heads:
         table.add_column(Text(head), justify="left" if head == "test" else "right")
-    for r in result.matched.iter_rows(named=True):
+    for r in matched.iter_rows(named=True):
         ci = "n/a" if r["lo"] != r["lo"] else f"({r['lo']:+.4f}, {r['hi']:+.4f})"
         p = "n/a" if r["p_value"] != r["p_value"] else f"{r['p_value']:.3g}"
         table.add_row(f"{r['N']:,.0f}", str(r["seeds_a"]), str(r["seeds_b"]), f"{r['loss_a']:.4f}",

@@ -85,10 +85,10 @@ def _law(fit) -> str:
     than the law needs (``kim_law.min_sizes``): they would be numbers, not results."""
     if fit is None:
         return "not fitted"
-    from analysis.recipes.kim_law import min_sizes
+    from analysis.recipes.kim_law import min_sizes_e
 
     why = _why_not(fit)
-    if fit.x.size < min_sizes(fit.n_free):
+    if fit.x.size < min_sizes_e(fit.n_free):
         return f"not fitted: {why}"
     return f"{fit}  (R^2 {fit.r2:.3f}, {fit.x.size} points)" + (f"  [{why}]" if why else "")
 
@@ -97,8 +97,11 @@ def _asym(fit) -> str:
     """C with its 95% CI, or why it is not given (never a number for an unidentified law)."""
     if why := _why_not(fit):
         return f"not identified: {why.removeprefix('not identified: ')}"
+    from analysis.recipes.infinite_compute import flag_of
+
     lo, hi = fit.ci()
-    return f"{fit.C:.4f}  95% CI ({lo:.4f}, {hi:.4f}), width {hi - lo:.4f}"
+    flag = f"  [{f}]" if (f := flag_of(fit)) else ""
+    return f"{fit.C:.4f}  95% CI ({lo:.4f}, {hi:.4f}), width {hi - lo:.4f}{flag}"
 
 
 def _mult(row: dict) -> str:

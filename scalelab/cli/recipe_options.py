@@ -1,6 +1,6 @@
 """The ``--recipe`` and ``--target`` options that several commands share (``report``,
 ``compare``, ``next``, ``sweep --adaptive``): their help texts and the parsing of
-``--recipe NAME=key=value[,key=value]`` into filters. Not a command: command modules
+``--recipe NAME=COND[,COND...]`` into filters (``analysis.recipes.rows``). Not a command: command modules
 import this, never each other.
 """
 
@@ -14,15 +14,17 @@ TARGET_CHOICES = ("regularized.E (default: the asymptote E of the tuned grid), N
                   "(the recipes' order by E) or multiplier (E's data multiplier against the "
                   "reference recipe's data law; needs the data block).")
 TARGET_HELP = "What to pin down: " + TARGET_CHOICES
-RECIPE_HELP = ("NAME=axis=v1|v2[,axis=v]: a recipe as a slice of the grid (repeatable; "
-               "default: standard = weight decay 0.1, regularized = the whole grid).")
+RECIPE_HELP = ("NAME=COND[,COND...]: a recipe as a set of runs (repeatable). COND: key=value, "
+               "key=v1|v2 (any of them, e.g. block=adamw-x1|adamw-x3), key<value or "
+               "'pl.col(...) ...'; ANDed. Default: extra.recipe, else Kim's tuned blocks "
+               "(standard = weight decay 0.1, regularized = the whole grid), else one per block.")
 
 
-def recipe_filters(options: list[str]) -> dict[str, dict[str, str]]:
+def recipe_filters(options: list[str]) -> dict[str, tuple[str, ...]]:
     from analysis.errors import AnalysisInputError
     from analysis.recipes.rows import parse_recipe_option
 
-    filters: dict[str, dict[str, str]] = {}
+    filters: dict[str, tuple[str, ...]] = {}
     for text in options:
         try:
             name, conds = parse_recipe_option(text)

@@ -5,7 +5,7 @@ the freshness rule ``fit``, ``compare`` and ``next`` share), then writes ``<swee
 ``recipes.png`` (Kim et al. 2025 recipes: asymptotes, ensembles, distillation, data
 efficiency) and ``<sweep>/report/report.md`` (power laws in N, the data-constrained law),
 and prints one line per section: what was fitted, or exactly what is missing.
-Recipes: ``--recipe NAME=key=value[,key=value]`` (repeatable), else the runs' ``recipe``
+Recipes: ``--recipe NAME=COND[,COND...]`` (repeatable; ``analysis.recipes.rows``), else the runs' ``recipe``
 column (``extra.recipe``), else the ``tuned`` block.
 
 Progress on stderr (``scalelab.cli.progress``): the collect, each report's sections done
@@ -21,7 +21,7 @@ import typer
 
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
-from scalelab.cli.recipe_options import recipe_filters
+from scalelab.cli.recipe_options import RECIPE_HELP, recipe_filters
 from scalelab.cli.runs_table import (TABLE_LOSS, fresh_runs_table, is_runs_file, read_runs_file,
                                      runs_file_folder)
 from scalelab.errors import UserError
@@ -38,7 +38,7 @@ def report_cmd(
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     recipe: list[str] = typer.Option(
-        [], "--recipe", help="NAME=key=value[,key=value]: the runs of a recipe (repeatable)."
+        [], "--recipe", help=RECIPE_HELP
     ),
     reference: str | None = typer.Option(
         None, "--reference", help="Recipe the data multipliers are relative to (default: standard)."

@@ -49,5 +49,5 @@ def test_filters_win_and_nothing_found_says_what_is_missing():
     runs = _runs()
     rows = find_recipes(runs, {"low": {"optim.weight_decay": "0.1"}})
     assert _names(runs, rows) == {"low": ["t_a", "student"]}
-    with pytest.raises(AnalysisInputError, match="no recipes found.*no 'tuned' block"):
+    with pytest.raises(AnalysisInputError, match="no recipes found.*no blocks"):
         find_recipes(runs.drop("block"))

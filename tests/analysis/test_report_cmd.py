@@ -37,9 +37,14 @@ def test_report_on_a_real_sweep_collects_first_and_writes_every_section(sweep_co
     assert "ensembles: no ensembles/evals.parquet — run `scalelab ensemble SWEEP`" in out
     assert "distillation: no student runs" in out
     assert "joint law (DataConstrained): not fitted: stage 1 needs" in out
-    assert "power law in N, recipe=None, D=512: 1 size(s), need >= 4" in out
+    assert "run(s) belong to no recipe" in out  # the untagged D=512 run
     md = (report / "report.md").read_text()
-    assert "## Sections" in md and "1 size(s), need >= 4" in md
+    assert "## Sections" in md
+    # One rule: report.md's recipe laws say what infinite_compute.md says, reason for reason.
+    for name in ("standard", "regularized"):
+        law = next(ln for ln in out.splitlines() if ln.strip().startswith(f"power law in N, {name}:"))
+        ic_line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{name} vs N:"))
+        assert law.split(":", 1)[1].strip() == ic_line.split(":", 1)[1].strip(), (law, ic_line)
     assert (report / "recipes.png").stat().st_size > 10_000 and (report / "recipes.svg").is_file()
     # Fresh runs.parquet: a second report does not collect again.
     assert run(["report", str(sweep_copy), "--bootstrap", "0"]) == 0
@@ -53,13 +58,13 @@ def test_recipe_filters_and_missing_sizes(sweep_copy, capsys):
     assert run(argv) == 0
     out = capsys.readouterr().out
     assert "recipes from --recipe filters: standard (5 sizes), small (1 sizes)" in out
-    assert "small vs N: 1 size, need >= 5" in out
+    assert "small vs N: 1 size, need >= 4" in out
     ic = (sweep_copy / "report" / "infinite_compute.md").read_text()
-    assert "small vs N: 1 size, need >= 5" in ic
+    assert "small vs N: 1 size, need >= 4" in ic
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--recipe", "nonsense"], "expected NAME=key=value"),
+    (["--recipe", "nonsense"], "expected NAME=COND"),
     (["--recipe", "x=optim.weight_decy=0.1"], "did you mean 'optim.weight_decay'"),
     (["--recipe", "x=optim.weight_decay=abc"], "'abc' is not a number"),
     (["--reference", "nope"], "reference recipe 'nope'"),
@@ -103,7 +108,7 @@ def test_an_unidentified_fit_gets_no_number(tmp_path, capsys):
     for text in (out, ic, md):
         assert f"{reg.C:.4f}" not in text and f"{reg.C:.3f}" not in text and f"{reg.C:.5g}" not in text
     assert "regularized asymptote" not in ic  # no multiplier from it
-    assert "power law in N, recipe=regularized, D=1.64e+04: not identified" in md
+    assert "power law in N, regularized: not identified" in md
     # No data-scaling fit (one budget U): no multiplier at all, and why.
     assert "the standard recipe has 1 budget(s) U, need >= 5" in out
     assert "| multiplier |" not in ic
@@ -115,5 +120,5 @@ def test_a_table_without_recipes_says_so(tmp_path, capsys):
     _flat_regularized_runs().drop("recipe").write_parquet(sweep / "runs.parquet")
     assert run(["report", str(sweep), "--bootstrap", "0"]) == 0
     out = capsys.readouterr().out
-    assert "not written: no recipes found" in out and "--recipe NAME=key=value" in out
+    assert "not written: no recipes found" in out and "--recipe NAME=COND" in out
     assert "Not written: no recipes found" in (sweep / "report" / "infinite_compute.md").read_text()

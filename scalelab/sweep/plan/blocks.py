@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from scalelab import strict
 from scalelab.errors import UserError
 from scalelab.identity import IdCollision, RunIds, full_id, id_of, run_dir_name
 from scalelab.store.layout import BLOCK_COLUMN, RUNS_FOLDER
@@ -64,7 +65,15 @@ def expand_blocks(spec: Any, datasets: Any = None):
         launchers += [plan.launchers[i] for i in keep]
         tables.append(table)
         axes += [a for a in plan.axes if a not in axes]
-    table = _filled(pl.concat(tables, how="diagonal_relaxed"), configs)
+    table = pl.concat(tables, how="diagonal_relaxed")
+    constant = [k for k in _block_constants(spec, parts) if k not in table.columns]
+    if constant:  # null here; _filled writes each run's own value from its config
+        table = table.with_columns(*(pl.lit(None).alias(k) for k in constant))
+        axes += constant
+    table = _filled(table, configs)
+    if dead := [k for k in constant if table[k].null_count() == table.height]:
+        table = table.drop(dead)  # not a config key (e.g. inside a teacher selector)
+        axes = [a for a in axes if a not in dead]
     front = ["run_id", "name", "run_dir", BLOCK_COLUMN]
     table = table.select(front + [c for c in table.columns if c not in front])
     return Plan(spec=spec, configs=configs, table=table, derived=derived,
@@ -85,6 +94,32 @@ def _first_owned(spec: Any, ledger: RunIds, fulls: list[str], names: list[str],
     return keep
 
 
+def _block_constants(spec: Any, parts: list) -> list[str]:
+    """Dotted config keys that are constant within each block but not across the sweep
+    (set in a block's ``base``, e.g. ``extra.recipe: muon`` or ``optim.name: muon``), and
+    every ``extra.*`` key: columns of the plan and of runs.parquet like the axes, so a
+    recipe named once per block reaches the report (``analysis.recipes.rows``)."""
+    seen: dict[str, set[str]] = {}
+    bases = [spec.base] + [block.base for _, block in parts]
+    for base in bases:
+        for key, value in _leaves(strict.to_dict(base)).items():
+            seen.setdefault(key, set()).add(repr(value))
+    return [k for k, v in seen.items() if (len(v) > 1 or k.startswith("extra."))
+            and not k.startswith("distill.teacher")]
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """{dotted key: value} of the scalar leaves of a nested dict (lists kept whole)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out |= _leaves(value, path + ".")
+        elif not isinstance(value, dict):
+            out[path] = value
+    return out
+
+
 def _filled(table: pl.DataFrame, configs: list) -> pl.DataFrame:
     """Each block's axes as columns for every run: a run of a block that does not sweep a
     config key gets its own value of that key (from its config), never null. Otherwise the
@@ -101,5 +136,7 @@ def _filled(table: pl.DataFrame, configs: list) -> pl.DataFrame:
             continue
         have = table[col].to_list()
         merged = [v if v is not None else w for v, w in zip(have, values)]
-        fills[col] = pl.Series(col, merged, strict=False).cast(table[col].dtype, strict=False)
+        series = pl.Series(col, merged, strict=False)
+        dtype = table[col].dtype  # Null: a column added above, typed by its values
+        fills[col] = series if dtype == pl.Null else series.cast(dtype, strict=False)
     return table.with_columns(*fills.values()) if fills else table
