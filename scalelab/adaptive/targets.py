@@ -55,7 +55,7 @@ REF_WD = 0.1
 WD_AXIS = "optim.weight_decay"
 
 
-def recipe_spaces(study: Study, filters: Mapping[str, Mapping[str, str]] | None = None
+def recipe_spaces(study: Study, filters: Mapping[str, Sequence[str]] | None = None
                   ) -> dict[str, CandidateSpace]:
     """Recipe name -> its slice of the study's grid (module docstring)."""
     space = study.space
@@ -69,7 +69,9 @@ def recipe_spaces(study: Study, filters: Mapping[str, Mapping[str, str]] | None 
         return out
     for name, conds in filters.items():
         allowed = {}
-        for key, text in conds.items():
+        for cond in conds:
+            key, _, text = cond.partition("=")
+            key, text = key.strip(), text.strip()
             if key not in space.names:
                 raise UserError(f"recipe '{name}': '{key}' is not a tuned axis of the study"
                                 f"{did_you_mean(key, space.names)}; tuned axes: "
@@ -94,7 +96,7 @@ def target_names(recipes: Sequence[str]) -> list[str]:
             *(f"{r}.multiplier" for r in recipes)]
 
 
-def build_target(study: Study, name: str, *, filters: Mapping[str, Mapping[str, str]] | None = None,
+def build_target(study: Study, name: str, *, filters: Mapping[str, Sequence[str]] | None = None,
                  runs: pl.DataFrame | None = None, level: float = 0.95) -> Target:
     """The target ``name`` of the study (module docstring); ``runs``: the sweep's runs table
     (``multiplier`` fits the reference recipe's data law on it)."""
