@@ -80,6 +80,9 @@ def transfer_cmd(
     if x not in X_CHOICES:
         raise UserError(f"expected one of {', '.join(X_CHOICES)}{did_you_mean(x, X_CHOICES)}",
                         key="--x")
+    if out is not None and out.name in ("", ".", ".."):
+        raise UserError(f"expected a path stem with a file name (e.g. fits/transfer-lr), got "
+                        f"'{out}'", key="--out")
     from analysis.errors import AnalysisInputError
     from analysis.tables.select import select_runs
     from scalelab.cli.runs_table import (TABLE_LOSS, is_runs_file, read_runs_file, read_runs_table,

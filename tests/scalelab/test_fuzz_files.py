@@ -113,3 +113,40 @@ def test_damaged_file_gives_one_line_never_a_traceback(pristine, tmp_path, where
         if not outcome.ok:
             failures.append(outcome.describe(args))
     assert not failures, f"{where} damaged ({how}):\n" + "\n\n".join(failures)
+
+
+TABLE_COMMANDS = {
+    "fit": ["-q", "--bootstrap", "0"],
+    "report": ["-q", "--bootstrap", "0"],
+    "compare": ["b", "a", "--n-boot", "20"],
+    "transfer": ["--hp", "lr"],
+}
+"""The commands that take a table of runs (README.md, "Bring your own runs") in place of
+a sweep, each cheap."""
+
+
+def _runs_table_file(path: Path) -> Path:
+    """A small valid table of runs: two recipes, 5 sizes, 3 lr values, 2 seeds."""
+    import polars as pl
+
+    rows = [{"N": n, "D": 1e6, "recipe": r, "seed": s, "lr": lr,
+             "loss": e + 0.05 / (n / 1e6) ** 0.4 + 0.05 * (lr - 1) ** 2 + 0.001 * s}
+            for r, e in (("a", 2.2), ("b", 2.0)) for n in (1e4, 2e4, 4e4, 8e4, 1.6e5)
+            for lr in (0.5, 1.0, 2.0) for s in (0, 1)]
+    frame = pl.DataFrame(rows)
+    frame.write_parquet(path) if path.suffix == ".parquet" else frame.write_csv(path)
+    return path
+
+
+@pytest.mark.parametrize("how", [*MUTATIONS, "empty"])
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_damaged_table_of_runs_gives_one_line_never_a_traceback(tmp_path, suffix, how):
+    path = _runs_table_file(tmp_path / f"runs{suffix}")
+    mutate(path, how)
+    failures = []
+    for command, extra in TABLE_COMMANDS.items():
+        args = [command, str(path), *extra]
+        outcome = run_cli(args)
+        if not outcome.ok:
+            failures.append(outcome.describe(args))
+    assert not failures, f"{path.name} damaged ({how}):\n" + "\n\n".join(failures)
