@@ -107,16 +107,23 @@ def world(tmp_path_factory) -> dict[str, str]:
     spec.write_text(yaml.safe_dump(SPEC, sort_keys=False))
     (root / "a_dir").mkdir()
     (root / "a_file.txt").write_text("plain text\n")
-    return {"sweep": str(sweep), "spec": str(spec), "train_cfg": str(cfg), "run_a": str(runs[0]),
+    table = root / "runs.csv"  # a table of runs from any trainer (README "Bring your own runs")
+    table.write_text("N,D,loss,recipe,seed,lr\n" + "".join(
+        f"{n},1e6,{e + 0.05 / (n / 1e6) ** 0.4 + 0.05 * (lr - 1) ** 2 + 0.001 * s},{r},{s},{lr}\n"
+        for r, e in (("a", 2.2), ("b", 2.0)) for n in (1e4, 2e4, 4e4, 8e4, 1.6e5)
+        for lr in (0.5, 1.0, 2.0) for s in (0, 1)))
+    (root / "a_dir.csv").mkdir()
+    return {"table": str(table), "sweep": str(sweep), "spec": str(spec), "train_cfg": str(cfg), "run_a": str(runs[0]),
             "run_b": str(runs[1]), "dir": str(root / "a_dir"), "missing": str(root / "missing"),
             "file": str(root / "a_file.txt")}
 
 
-def _invocation(command: str, param, value: str, world: dict[str, str], tmp: Path) -> list[str]:
-    """``BASE[command]`` with ``param`` set to ``value`` (an argument replaced in place,
+def _invocation(command: str, param, value: str, world: dict[str, str], tmp: Path,
+                base: dict = BASE) -> list[str]:
+    """``base[command]`` with ``param`` set to ``value`` (an argument replaced in place,
     an option replaced or added)."""
     names = {**world, "tmp": str(tmp)}
-    positional, options = ([a.format(**names) for a in part] for part in BASE[command])
+    positional, options = ([a.format(**names) for a in part] for part in base[command])
     value = value.format(**names) if value.startswith("{") else value
     if param.param_type_name == "argument":
         arguments = [p for p in _commands()[command] if p.param_type_name == "argument"]
@@ -138,5 +145,36 @@ def test_hostile_argument_gives_one_line_never_a_traceback(world, tmp_path, monk
     monkeypatch.chdir(tmp_path)  # a relative path a value names lands here
     param = next(p for p in _commands()[command] if p.name == param_name)
     args = _invocation(command, param, value, world, tmp_path)
+    outcome = run_cli(args)
+    assert outcome.ok, outcome.describe(args)
+
+
+TABLE_BASE: dict[str, tuple[list[str], list[str]]] = {
+    "fit": (["{table}"], ["-q", "--bootstrap", "0", "--out", "{tmp}/fit"]),
+    "report": (["{table}"], ["-q", "--bootstrap", "0"]),
+    "compare": (["{table}", "b", "a"], ["--n-boot", "20"]),
+    "transfer": (["{table}"], ["--hp", "lr", "--out", "{tmp}/transfer"]),
+}
+"""The commands that take a table of runs in place of a sweep, on a small valid CSV."""
+TABLE_HOSTILE = (*HOSTILE, "{dir}.csv", "/dev/zero.csv", "x.parquet")
+"""For the table argument: the hostile values, and paths that look like tables and are not."""
+TABLE_OPTION_HOSTILE = ("", "-1", "x", "{dir}")
+"""For the options with a table (the full set runs on the sweep above): a few, to keep time."""
+
+
+def _table_cases() -> list[tuple[str, str, str]]:
+    return [(command, param.name, value) for command in TABLE_BASE
+            for param in _commands()[command] if not getattr(param, "is_flag", False)
+            for value in (TABLE_HOSTILE if param.param_type_name == "argument"
+                          else TABLE_OPTION_HOSTILE)]
+
+
+@pytest.mark.parametrize(("command", "param_name", "value"), _table_cases(),
+                         ids=[f"{c}:{p}:{v[:12]!r}" for c, p, v in _table_cases()])
+def test_hostile_argument_on_a_table_of_runs(world, tmp_path, monkeypatch, command, param_name,
+                                             value):
+    monkeypatch.chdir(tmp_path)
+    param = next(p for p in _commands()[command] if p.name == param_name)
+    args = _invocation(command, param, value, world, tmp_path, TABLE_BASE)
     outcome = run_cli(args)
     assert outcome.ok, outcome.describe(args)
