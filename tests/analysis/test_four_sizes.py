@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from _cli_exit import exit_code as main
 
 from analysis.recipes.cells import SizePoints
 from analysis.recipes.kim_law import MIN_SIZES, MIN_SIZES_E
 from analysis.recipes.recipe_asymptote import recipe_asymptote
 from analysis.tables.published import KIM
-from _cli_exit import exit_code as main
 
 
 def _kim_points() -> SizePoints:
