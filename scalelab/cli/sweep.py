@@ -8,7 +8,9 @@
   terminal; ``--format csv|json|parquet`` the per-run plan table (scalar columns) on
   stdout or, with ``-o FILE``, in FILE (parquet needs ``-o``; the format defaults to
   FILE's suffix). json is one object per run: ``pl.read_json(f, infer_schema_length=None)``
-  reads it back.
+  reads it back. The table views end with the design check
+  (``scalelab.sweep.view.design_check``: each recipe or block whose law the planned runs
+  cannot identify, what to add and its cost); a launch prints its problems first (advisory).
 - ``status SWEEP``: the grid of run states (SWEEP: a sweep directory or its spec file).
 - ``retry SWEEP [--failed] [--preempted]``: relaunch only failed/cancelled and/or
   preempted/timed-out runs (neither flag: both), each with the config and launcher the
@@ -110,6 +112,12 @@ def sweep_cmd(
         decisions = decide(plan, sweep_dir)
         view = (render_plan(plan, decisions, max_rows=None) if runs
                 else render_overview(plan, decisions))
+        from rich.console import Group
+        from rich.text import Text
+
+        checked = _design_lines(plan)
+        if checked:
+            view = Group(view, Text(""), Text("\n".join(checked)))
         if output is not None:
             _write(output, _plain_text(view, _natural_width(view)))
             console.print(f"wrote {output}: the plan of {len(plan)} runs")
@@ -118,10 +126,24 @@ def sweep_cmd(
         else:
             console.print(view)
         return EXIT_OK
+    for line in _design_lines(plan, launch=True):
+        console.print(line, markup=False)
     started = start_sweep(loaded, sweep_dir, text=_spec_copy(console, spec, loaded, plan, sweep_dir))
     report = started.launch(plan, wait=wait, executor=executor, progress=shown.run_bars,
                             target=target)  # staged when it has students: teachers -> text -> students
     return _report(console, report, waited=wait or not report.handles or bool(report.results))
+
+
+def _design_lines(plan, *, launch: bool = False) -> list[str]:
+    """The design check (``scalelab.sweep.view.design_check``): the whole check on a dry run,
+    its problems only before a launch. Advisory: a check that fails says so in one line."""
+    from scalelab.sweep.view import design_check
+
+    try:
+        findings = design_check.check_plan(plan)
+    except Exception as err:  # advisory: never stops a plan or a launch
+        return [f"design check: skipped ({type(err).__name__}: {err})"]
+    return design_check.launch_lines(findings) if launch else design_check.lines(findings)
 
 
 def _spec_copy(console: Console, spec: Path, loaded, plan, sweep_dir: Path) -> str:

@@ -3,7 +3,9 @@
 Kim et al. 2025, "Pre-training under infinite compute" (arXiv 2509.14786; marin
 ``experiments/data_efficiency``): Llama shapes named by their total untied parameter
 count at the Llama-3 vocabulary of 128,256 (see ``counts.py``): 154.1M, 299.6M, 602.5M,
-1.43B.
+1.43B. "70M" (71.4M) is ours, not Kim's: the 150M's depth at half its width, one ~2x step
+below it, the fifth size of ``sweeps/200M_tokens.yaml`` (Kim's four leave the asymptote on one
+residual degree of freedom).
 
 CPU ladder: total parameters at the byte vocabulary (256), within 8% of the name
 (tests/scalelab/test_counts.py prints and checks them). Widths grow with depth; head_dim
@@ -56,6 +58,9 @@ PRESETS: dict[str, ModelShape] = {
     "twin-132k": _shape(64, 2, 2, 2, 172),  # 131,904
     "twin-271k": _shape(96, 2, 2, 2, 256),  # 270,816
     # Kim et al. 2025 (arXiv 2509.14786): hidden, layers, heads, KV heads, intermediate.
+    # "70M" is ours (not in Kim et al.): the 150M's 6 layers at half its width (head_dim 64,
+    # d_ff 3.5 d like all four), 71,372,032 parameters at vocab 128,256 (92% embedding).
+    "70M": _shape(256, 6, 4, 4, 896),
     "150M": _shape(512, 6, 8, 8, 1792),
     "300M": _shape(768, 12, 12, 12, 2688),
     "600M": _shape(1024, 24, 16, 8, 3584),

@@ -3,7 +3,7 @@
 - ``effective``: the plan table with each run's own value where a block does not set an
   axis (null there: the value comes from the base) and with ``model.preset`` always present;
 - ``by_size``: one row per (block, model size N) with the run count, the model presets,
-  the range of total tokens D, summed FLOPs and GPU-hours, the peak GiB per GPU and, per
+  the range of total tokens D and their sum, summed FLOPs and GPU-hours, the peak GiB per GPU and, per
   varying axis, the sorted distinct values of the group (a list column);
 - ``varying_axes``: the axis columns whose value differs between runs (the plan's axes,
   and ``seed``; ``block`` and ``model.preset`` are the rows themselves);
@@ -65,7 +65,7 @@ def varying_axes(table: pl.DataFrame, axes: Sequence[str]) -> list[str]:
 
 def by_size(table: pl.DataFrame, axes: Sequence[str]) -> pl.DataFrame:
     """One row per (block, N), in plan order: ``block`` (when the plan has blocks),
-    ``N``, ``presets`` (list), ``runs``, ``D_min``, ``D_max``, ``flops``, ``gpu_hours``
+    ``N``, ``presets`` (list), ``runs``, ``D_min``, ``D_max``, ``D_sum``, ``flops``, ``gpu_hours``
     (null when no run has one), ``gpu_gib`` (max; null without a memory model) and one
     list column per ``varying_axes`` column: the group's distinct non-null values, sorted."""
     group_keys = [k for k in (BLOCK, SIZE) if k in table.columns]
@@ -75,6 +75,7 @@ def by_size(table: pl.DataFrame, axes: Sequence[str]) -> pl.DataFrame:
         else pl.lit([], dtype=pl.List(pl.String)).alias("presets"),
         pl.col("D_total").min().alias("D_min"),
         pl.col("D_total").max().alias("D_max"),
+        pl.col("D_total").sum().alias("D_sum"),
         pl.col("flops").sum().alias("flops"),
         _null_sum("gpu_hours").alias("gpu_hours"),
         (pl.col("gpu_gib").max() if "gpu_gib" in table.columns
@@ -85,10 +86,11 @@ def by_size(table: pl.DataFrame, axes: Sequence[str]) -> pl.DataFrame:
 
 
 def subtotal(rows: pl.DataFrame) -> dict[str, Any]:
-    """``runs``, ``D_min``, ``D_max``, ``flops``, ``gpu_hours`` (null when no row has
-    one) and ``gpu_gib`` (max) over ``by_size`` rows."""
+    """``runs``, ``D_min``, ``D_max``, ``D_sum`` (the runs' tokens, summed), ``flops``,
+    ``gpu_hours`` (null when no row has one) and ``gpu_gib`` (max) over ``by_size`` rows."""
     return rows.select(
-        pl.col("runs").sum(), pl.col("D_min").min(), pl.col("D_max").max(), pl.col("flops").sum(),
+        pl.col("runs").sum(), pl.col("D_min").min(), pl.col("D_max").max(), pl.col("D_sum").sum(),
+        pl.col("flops").sum(),
         _null_sum("gpu_hours"), pl.col("gpu_gib").max(),
     ).row(0, named=True)
 

@@ -3,7 +3,7 @@
 - ``render_overview`` (the default): one row per (block, model size) with the run count,
   N, the range of total tokens D, total FLOPs, GPU-hours and peak GiB per GPU, then one
   compact column per axis that varies (a value, or ``×k`` for k values, listed under the
-  table), block subtotals and a total row (``scalelab.sweep.view.plan_view`` aggregates).
+  table), block subtotals and a total row (their D: the sum of the runs' D, ``Σ``) (``scalelab.sweep.view.plan_view`` aggregates).
 - ``render_plan`` (``--runs``): one row per run: run id, name, the axis values, N,
   D_unique, D_total, epochs, steps, FLOPs, GPU-hours, micro-batch, GiB per GPU, the run's
   resources (``scalelab.sweep.plan.resources.describe``) and, when ``decisions``
@@ -91,9 +91,10 @@ def plan_summary(plan: Plan, decisions: pl.DataFrame | None = None) -> str:
 def render_overview(plan: Plan, decisions: pl.DataFrame | None = None) -> Group:
     """The default dry-run view: the (block, size) table, the values behind its ``×k``
     cells, then the plan summary and resource groups (``decisions`` add launch/skip)."""
-    runs = plan_view.effective(plan.table, plan.configs, plan.axes)
-    rows = plan_view.by_size(runs, plan.axes)
-    axes = plan_view.varying_axes(runs, plan.axes)
+    swept = _swept_axes(plan)
+    runs = plan_view.effective(plan.table, plan.configs, swept)
+    rows = plan_view.by_size(runs, swept)
+    axes = plan_view.varying_axes(runs, swept)
     blocks = plan_view.BLOCK in rows.columns
     sizes = bool(rows["presets"].list.len().max()) or not blocks  # the first column when alone
     hours = rows["gpu_hours"].null_count() < rows.height  # no GPU-h column without throughput
@@ -106,11 +107,21 @@ def render_overview(plan: Plan, decisions: pl.DataFrame | None = None) -> Group:
         lines = [([", ".join(row["presets"])] * sizes + _stats(row, human(row["N"], 3), hours)
                   + [_axis_cell(row[a]) for a in axes], None) for row in group.iter_rows(named=True)]
         if group.height > 1 and blocks:
-            lines.append(([""] * sizes + _stats(plan_view.subtotal(group), "", hours), "bold"))
+            lines.append(([""] * sizes + _stats(plan_view.subtotal(group), "", hours, total=True), "bold"))
         sections.append(_Section(group[plan_view.BLOCK][0] if blocks else None, lines))
-    total = _stats(plan_view.subtotal(rows), "", hours)
+    total = _stats(plan_view.subtotal(rows), "", hours, total=True)
     view = _SizeTable(columns, sections, total)
     return Group(title, view, *_legend(rows, axes), Text(""), _footer(plan, decisions))
+
+
+def _swept_axes(plan: Plan) -> tuple[str, ...]:
+    """The plan's axes that some grid, zip or derive rule sets: not the keys a block sets in
+    its base (the plan carries them as columns for the recipes, ``scalelab.sweep.plan.blocks``;
+    the block's name already says what they are)."""
+    specs = [s for _, s in plan.spec.blocks] if plan.spec.blocks else [plan.spec]
+    keys = {k for s in specs for k in (*s.grid, *(k for group in s.zip for k in group),
+                                       *(s.derive or {}))}
+    return tuple(a for a in plan.axes if a in keys or "." not in a)
 
 
 @dataclass(frozen=True)
@@ -272,12 +283,16 @@ def _legend(rows: pl.DataFrame, axes: Sequence[str]) -> list[Table]:
     return [Text(""), Text("×k: the k values of the axis in that row"), table]
 
 
-def _stats(row: dict[str, Any], n: str, hours_column: bool = True) -> list[str]:
-    """runs, N (given), D range, FLOPs, GPU-h (when ``hours_column``) and GiB per GPU cells of
+def _stats(row: dict[str, Any], n: str, hours_column: bool = True, *, total: bool = False) -> list[str]:
+    """runs, N (given), D (a row: the range of its runs' D; a ``total`` row: their sum, the
+    tokens the plan trains on), FLOPs, GPU-h (when ``hours_column``) and GiB per GPU cells of
     a ``plan_view.by_size`` row or ``subtotal``."""
-    d = human(row["D_min"], 3)
-    if row["D_max"] != row["D_min"]:
-        d += f"..{human(row['D_max'], 3)}"
+    if total:
+        d = f"Σ {human(row['D_sum'], 3)}"
+    else:
+        d = human(row["D_min"], 3)
+        if row["D_max"] != row["D_min"]:
+            d += f"..{human(row['D_max'], 3)}"
     hours, gib = row["gpu_hours"], row["gpu_gib"]
     cells = [f"{row['runs']:,}", n, d, _sci(row["flops"], 2)]
     if hours_column:

@@ -19,8 +19,9 @@ from scalelab.sweep.spec.load import load_spec, parse_spec
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 DEFAULT = {("default", 65536): DatasetFacts(vocab_size=256, train_tokens=10_000_000)}
 
-# Kim et al. 2025 shapes (arXiv 2509.14786): hidden, intermediate, layers, heads, KV heads.
-KIM = {"150M": (512, 1792, 6, 8, 8), "300M": (768, 2688, 12, 12, 12),
+# Kim et al. 2025 shapes (arXiv 2509.14786): hidden, intermediate, layers, heads, KV heads;
+# 70M is ours, the fifth size of sweeps/200M_tokens.yaml.
+KIM = {"70M": (256, 896, 6, 4, 4), "150M": (512, 1792, 6, 8, 8), "300M": (768, 2688, 12, 12, 12),
        "600M": (1024, 3584, 24, 16, 8), "1.4B": (2048, 7168, 16, 16, 8)}
 
 
@@ -44,8 +45,8 @@ def test_200M_tokens_plan_matches_hand_computation():
     t = expand_blocks(spec).table.filter(pl.col("block") == TOP_BLOCK) if spec.blocks \
         else expand(spec).table  # the grid itself; later blocks add ensembles, distillation
     lrs, wds, epochs = 6, 8, [1, 2, 4, 8, 16, 32, 64]
-    assert t.height == 4 * lrs * wds * len(epochs) == 1344
-    assert t["run_id"].n_unique() == 1344
+    assert t.height == 5 * lrs * wds * len(epochs) == 1680
+    assert t["run_id"].n_unique() == 1680
     U = 800 * 64 * 4096
     assert U == 209_715_200
     assert (t["D_unique"] == U).all()
@@ -62,9 +63,9 @@ def test_200M_tokens_plan_matches_hand_computation():
         total += lrs * wds * sum(epochs) * fpt * U
     assert t["flops"].sum() == pytest.approx(total, rel=1e-12)
     # Named by total untied parameters (Kim et al. 2025; scalelab/model/counts.py):
-    # 154.1M, 299.6M, 602.5M, 1.43B.
+    # 71.4M (ours), 154.1M, 299.6M, 602.5M, 1.43B.
     names = dict(zip(t["model.preset"], t["N"]))
-    assert [round(names[k] / 1e6, 1) for k in KIM] == [154.1, 299.6, 602.5, 1431.4]
+    assert [round(names[k] / 1e6, 1) for k in KIM] == [71.4, 154.1, 299.6, 602.5, 1431.4]
     hours = total / 3.96e14 / 3600  # launcher.flops_per_gpu_s
     assert t["gpu_hours"].sum() == pytest.approx(hours, rel=1e-12)
 
@@ -85,8 +86,8 @@ def test_dry_run_prints_the_plan(tmp_path, monkeypatch, capsys):
     assert f"launch {t.height}, skip 0" in out
     assert "150M_lr0.0001_wd0_ep1" in out
     # resources per model size (derive rules on launcher keys): one job array per line
-    groups = out.split("resources (one Slurm job array per line):\n", 1)[1].splitlines()
-    assert groups[0] == "  1 GPU · mem 64G · 1h00: 201 runs"
+    groups = out.split("resources (one Slurm job array per line):\n", 1)[1].split("\n\n")[0].splitlines()
+    assert groups[0] == "  1 GPU · mem 64G · 1h00: 411 runs"
     assert groups[-1] == "  4 GPU · mem 256G · 24h00: 60 runs"
     assert len(groups) == 12 and sum(int(g.split(": ")[1].split()[0]) for g in groups) == t.height
     assert not (tmp_path / "200M_tokens").exists()  # a dry run changes nothing

@@ -79,14 +79,14 @@ def test_dry_run_view_matches_golden(tmp_path, capsys, plain, plan_200m):
     header = next(line for line in text.splitlines() if line.startswith("block"))
     assert header.split()[:8] == ["block", "size", "runs", "N", "D", "FLOPs", "GPU-h", "GiB"]
     rows = [line.split() for line in text.splitlines()
-            if re.match(r"^\s*(\S+\s+)?(150M|300M|600M|1\.4B)\s+\d", line)]
+            if re.match(r"^\s*(\S+\s+)?(70M|150M|300M|600M|1\.4B)\s+\d", line)]
     groups = t.group_by("block", "N", maintain_order=True).agg(
         pl.len(), pl.col("D_total").min().alias("lo"), pl.col("D_total").max().alias("hi"),
         pl.col("flops").sum(), pl.col("gpu_hours").sum())
-    assert len(rows) == groups.height == 14  # tuned, data, ensemble x 4 sizes + 2 students
+    assert len(rows) == groups.height == 17  # tuned, data, ensemble x 5 sizes + 2 students
     block = None
     for cells, g in zip(rows, groups.iter_rows(named=True)):
-        if cells[0] not in ("150M", "300M", "600M", "1.4B"):
+        if cells[0] not in ("70M", "150M", "300M", "600M", "1.4B"):
             block, cells = cells[0], cells[1:]
         assert block == g["block"]
         _size, runs, n, d, flops, hours = cells[:6]
@@ -97,6 +97,10 @@ def test_dry_run_view_matches_golden(tmp_path, capsys, plain, plan_200m):
         assert number(hi or lo) == pytest.approx(g["hi"], rel=5e-3)
         assert number(flops) == pytest.approx(g["flops"], rel=5e-2)
         assert number(hours) == pytest.approx(g["gpu_hours"], rel=5e-2, abs=0.5)
+    # the total row's D is the sum of every run's D (issue 34: not a range, not a maximum)
+    total = next(line.split() for line in text.splitlines() if line.startswith("total"))
+    assert total[2] == "Σ" and number(total[3]) == pytest.approx(t["D_total"].sum(), rel=5e-3)
+    assert t["N"].n_unique() == 5  # Kim's four sizes and the fifth (70M)
 
 
 def test_view_without_blocks_lists_the_varying_axes(tmp_path, capsys, plain):
