@@ -382,8 +382,11 @@ class _Run:
         if finished:
             self.records.compact()
         self._publish_norms(step)
-        self.tracker.finish()  # PREEMPTED too: the resumed attempt reopens the same W&B run
+        # PREEMPTED too: the resumed attempt reopens the same W&B run
+        synced = self.tracker.finish()  # offline: where the run went, how to sync it
         self.tracker = None
+        if synced and self.env.is_main:
+            self._log(synced)
         if self.env.is_main:
             # the records' manifest last of the record files, then the state that commits it
             marked = write_records_manifest(self.run_dir, step, self.run_id) if finished else {}

@@ -1,7 +1,8 @@
 """Optional Weights & Biases logging (``RunConfig.wandb``): never required, imported lazily.
 
 Offline by default (``WANDB_MODE=offline`` unless the environment sets it), files under
-``<run_dir>/wandb``; rank 0 only. What a W&B run holds:
+``<run_dir>/wandb``; rank 0 only. An offline run ends with one line saying where it went and
+how to upload it (``wandb: offline run in DIR; upload it with: wandb sync DIR``). What a W&B run holds:
 
 - config: the full resolved run config (``TrackerSetup.config``: the RunConfig, derived
   quantities, seeds, run ids, the sweep and block);
@@ -126,7 +127,27 @@ class Tracker:
                                   data=[[r[c] for c in NORMS_COLUMNS] for r in rows])
         self._run.log({"norms": table}, step=step)
 
-    def finish(self, exit_code: int = 0) -> None:
-        if self._run is not None:
-            self._run.finish(exit_code=exit_code)
-            self._run = None
+    def finish(self, exit_code: int = 0) -> str | None:
+        """End the W&B run; offline, the line that says where it went and how to sync it
+        (``offline_note``), else None."""
+        if self._run is None:
+            return None
+        note = offline_note(self._run)
+        self._run.finish(exit_code=exit_code)
+        self._run = None
+        return note
+
+
+def offline_note(run: Any) -> str | None:
+    """``wandb: offline run in DIR; upload it with: wandb sync DIR`` for an offline run (DIR:
+    its ``offline-run-*`` folder, the parent of ``run.dir``'s ``files``), else None."""
+    settings = getattr(run, "settings", None)
+    mode = getattr(settings, "mode", None) or os.environ.get("WANDB_MODE", "")
+    offline = str(mode) in ("offline", "dryrun") or bool(getattr(settings, "_offline", False))
+    if not offline:
+        return None
+    where = getattr(settings, "sync_dir", None)
+    if not where:
+        files = Path(getattr(run, "dir", "") or "")
+        where = files.parent if files.name == "files" else files
+    return f"wandb: offline run in {where}; upload it with: wandb sync {where}"

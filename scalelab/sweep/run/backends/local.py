@@ -6,6 +6,12 @@ checkpoint (SIGTERM -> PREEMPTED, resumable by the next launch), waits for them,
 re-raises. Each run's output goes to ``<run_dir>/job.log``; its process gets the
 launcher's ``env`` over this one's environment (``setup`` lines are for Slurm jobs).
 
+Progress (``progress=True``): on a terminal (stderr a TTY) a rich bar; elsewhere (a pipe, a
+log file, where a bar only shows at the end) ``RunLines``: one line on stderr per finished
+run (``local: 3/17 runs, completed tuned_twin-26k-... loss 2.0134, 0:04:10``) and a
+heartbeat every ``HEARTBEAT_S`` seconds while none finishes. Each line is a
+``RunProgress`` event (``analysis.progress.Progress``), worded by ``count_line``.
+
 Threads: a run process gets ``OMP_NUM_THREADS`` = ``launcher.cpus_per_task`` (``THREAD_VARS``),
 unless this environment or the launcher's ``env`` sets it. Without it every process would
 start one thread per core of the machine, and ``max_parallel`` of them would oversubscribe
@@ -15,23 +21,28 @@ process, 108 s with 1). On Slurm the job's CPU allocation bounds the threads ins
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, ClassVar
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from scalelab.store.layout import JOB_LOG
+from scalelab.store.layout import EVALS_FILE, JOB_LOG
 from scalelab.sweep.run.backends.base import Backend, Handle, Hooks, job_env
 from scalelab.sweep.run.job import JobSpec, command, settle
 
-__all__ = ["LocalBackend"]
+__all__ = ["HEARTBEAT_S", "LocalBackend", "RunLines", "RunProgress"]
 
+HEARTBEAT_S = 60.0
+"""Seconds without a finished run after which a log gets a heartbeat line."""
 _POLL_S = 0.1
 _TICK_S = 30.0
 _STOP_GRACE_S = 60.0
@@ -47,6 +58,82 @@ def thread_env(launcher: Any) -> dict[str, str]:
         return {}
     cpus = str(max(1, int(getattr(launcher, "cpus_per_task", 1) or 1)))
     return dict.fromkeys(THREAD_VARS, cpus)
+
+
+def _clock_text(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """A local sweep's progress (``analysis.progress.Progress``): ``done`` of ``total`` runs
+    finished after ``elapsed_s``; the run that just finished (``run``, its ``state`` and final
+    validation ``loss``), or none (a heartbeat, ``running`` still training)."""
+
+    done: int
+    total: int
+    elapsed_s: float
+    run: str = ""
+    state: str = ""
+    loss: float | None = None
+    running: int = 0
+    task: ClassVar[str] = "sweep"
+    label: ClassVar[str] = "local runs"
+
+    @property
+    def final(self) -> bool:
+        return self.done >= self.total
+
+    @property
+    def detail(self) -> str:
+        elapsed = _clock_text(self.elapsed_s)
+        if not self.run:
+            return f"{self.running} running, {elapsed}"
+        loss = f" loss {self.loss:.4f}" if self.loss is not None and math.isfinite(self.loss) else ""
+        return f"{self.state.lower()} {self.run}{loss}, {elapsed}"
+
+    def line(self) -> str:
+        from analysis.progress import count_line
+
+        return count_line("local", self.done, self.total, "runs", self.detail)
+
+
+class RunLines:
+    """Progress lines for a log: one per finished run, and a heartbeat when none has
+    finished for ``every_s`` seconds of ``clock`` (module docstring). ``stream``: where
+    they go (default: sys.stderr at each write)."""
+
+    def __init__(self, total: int, *, clock: Callable[[], float] = time.monotonic,
+                 every_s: float = HEARTBEAT_S, stream: IO[str] | None = None) -> None:
+        self.total, self.clock, self.every_s, self._stream = total, clock, every_s, stream
+        self.start = self.last = clock()
+        self.done = 0
+
+    def _emit(self, event: RunProgress) -> None:
+        print(event.line(), file=self._stream or sys.stderr, flush=True)
+        self.last = self.clock()
+
+    def finished(self, run: str, state: str, loss: float | None = None) -> None:
+        self.done += 1
+        self._emit(RunProgress(self.done, self.total, self.clock() - self.start, run, state, loss))
+
+    def poll(self, running: int) -> None:
+        """A heartbeat when nothing was said for ``every_s`` seconds."""
+        if self.clock() - self.last >= self.every_s:
+            self._emit(RunProgress(self.done, self.total, self.clock() - self.start, running=running))
+
+
+def final_loss(run_dir: str | Path) -> float | None:
+    """The run's last validation loss (its compacted evals), or None."""
+    try:
+        import polars as pl
+
+        evals = pl.read_parquet(Path(run_dir) / EVALS_FILE, columns=["step", "split", "loss"])
+        val = evals.filter(pl.col("split") == "val").sort("step")
+        return float(val["loss"][-1]) if val.height else None
+    except Exception:  # noqa: BLE001 - a progress line never fails a sweep
+        return None
 
 
 class LocalBackend(Backend):
@@ -91,8 +178,11 @@ class LocalBackend(Backend):
         if not todo:
             return {h.run_id: self._done.get(h.job_id, "UNKNOWN") for h in handles}
         running: dict[str, Handle] = {}
+        terminal = sys.stderr.isatty()
+        lines = RunLines(len(todo)) if self.progress and not terminal else None
         bar = Progress(TextColumn("[bold]local[/] {task.description}"), BarColumn(),
-                       MofNCompleteColumn(), TimeElapsedColumn(), disable=not self.progress)
+                       MofNCompleteColumn(), TimeElapsedColumn(),
+                       disable=not (self.progress and terminal))
         last_tick = time.monotonic()
         try:
             with bar:
@@ -103,8 +193,14 @@ class LocalBackend(Backend):
                         self._start(handle, hooks)
                         running[handle.job_id] = handle
                     for job_id in [j for j, p in self._procs.items() if p.poll() is not None]:
-                        self._finish(running.pop(job_id), hooks)
+                        handle = running.pop(job_id)
+                        self._finish(handle, hooks)
                         bar.advance(task)
+                        if lines is not None:
+                            lines.finished(Path(handle.run_dir).name, self._done[handle.job_id],
+                                           final_loss(handle.run_dir))
+                    if lines is not None:
+                        lines.poll(len(running))
                     if time.monotonic() - last_tick > _TICK_S:
                         hooks.tick()
                         last_tick = time.monotonic()
