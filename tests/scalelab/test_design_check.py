@@ -196,3 +196,22 @@ def test_fast_on_a_large_plan():
     findings = dc.check(table, ("optim.lr",))
     took = time.perf_counter() - start
     assert findings and took < 20, took
+
+
+def test_a_launch_prints_the_problems_before_it_starts(tmp_path, capsys, monkeypatch):
+    from scalelab.errors import UserError
+    from scalelab.sweep.run import start
+
+    def stop(*args, **kwargs):
+        raise UserError("stopped before launching (test)")
+
+    monkeypatch.setattr(start, "start_sweep", stop)
+    path = tmp_path / "four.yaml"
+    path.write_text(_spec_200m("['150M', '300M', '600M', '1.4B']"))
+    with pytest.raises(SystemExit) as code:
+        main(["sweep", str(path), "--root", str(tmp_path)])
+    assert code.value.code == 2
+    captured = capsys.readouterr()
+    out = _flat(captured.out)
+    assert "1 residual degree of freedom" in out and "launching anyway" in out
+    assert "stopped before launching" in captured.err
