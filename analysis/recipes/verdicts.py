@@ -38,7 +38,8 @@ from analysis.recipes.replicates import Replicates
 from analysis.recipes.verdict import RecipeLevel, recipe_verdict, scatter_sigma
 from analysis.recipes.verdict import recipe_level as level_rule
 
-__all__ = ["N_BOOT", "RULE", "level_of", "pair_line", "recipe_level", "verdict_lines"]
+__all__ = ["N_BOOT", "RULE", "level_of", "pair_line", "pair_verdict", "recipe_level",
+           "verdict_lines"]
 
 RULE = ("an identified asymptote with its 95% CI, or for a recipe whose loss rises with N its "
         "best observed loss +- 2 sigma; two asymptotes by the paired bootstrap CI of E_A - E_B; "
@@ -95,6 +96,24 @@ def pair_line(la: RecipeLevel | str, lb: RecipeLevel | str, a: str, b: str,
     notes = [why_unpaired] if why_unpaired else []
     notes += [f"E_{v.name} {v.flag}" for v in (la, lb) if v.flag]
     return line + "".join(f" [{n}]" for n in notes)
+
+
+def pair_verdict(rows_a: pl.DataFrame, rows_b: pl.DataFrame, a: str, b: str,
+                 replicates: Replicates, *, level: float = 0.95, n_boot: int = N_BOOT,
+                 seed: int = 0, resample: str = "sizes+seeds"):
+    """(the verdict line of recipes ``a`` and ``b``, the paired bootstrap or None where the
+    rule did not need it) from each recipe's best-cell runs (N, loss, seed): what ``scalelab
+    compare`` and ``scalelab next`` print, by the report's rule (``level_of``, ``pair_line``)."""
+    boot: list = []
+
+    def delta_ci() -> tuple[float, float]:
+        boot.append(compare_recipes(rows_a, rows_b, names=(a, b), n_boot=n_boot, level=level,
+                                    seed=seed, resample=resample))
+        return boot[-1].ci
+
+    la, lb = (level_of(name, rows, replicates, level=level)
+              for name, rows in ((a, rows_a), (b, rows_b)))
+    return pair_line(la, lb, a, b, delta_ci), (boot[-1] if boot else None)
 
 
 def _rows(res: RecipeAnalysis, recipe: str) -> pl.DataFrame:

@@ -19,7 +19,6 @@ tokens).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -66,13 +65,19 @@ def compare_cmd(
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
     from analysis.errors import AnalysisInputError
     from analysis.recipes.cells import size_points
-    from analysis.recipes.compare import compare_recipes, matched_compute
+    from analysis.recipes.compare import matched_compute
     from analysis.recipes.recipe_asymptote import recipe_asymptote
     from analysis.recipes.replicates import find_replicates
-    from analysis.recipes.verdicts import level_of, pair_line
+    from analysis.recipes.verdicts import pair_verdict
     from scalelab.adaptive.recipe_cells import recipe_cells
     from scalelab.cli.recipe_options import recipe_filters
-    from scalelab.cli.runs_table import TABLE_LOSS, is_runs_file, read_runs_file, read_runs_table
+    from scalelab.cli.runs_table import (
+        TABLE_LOSS,
+        ensemble_evals,
+        is_runs_file,
+        read_runs_file,
+        read_runs_table,
+    )
     from scalelab.sweep.run.launch import sweep_dir_of
 
     filters = recipe_filters(recipe)
@@ -84,18 +89,10 @@ def compare_cmd(
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
                          ref_wd=ref_wd)
     rows_a, rows_b = cells.rows[recipe_a], cells.rows[recipe_b]
-    boot: list = []  # the paired bootstrap, run only where the verdict needs it
-
-    def delta_ci() -> tuple[float, float]:
-        boot.append(compare_recipes(rows_a, rows_b, names=(recipe_a, recipe_b), n_boot=n_boot,
-                                    level=level, seed=seed, resample=resample))
-        return boot[-1].ci
-
     try:  # the report's rule, in the report's order (analysis.recipes.verdicts)
-        replicates = find_replicates(runs, _ensemble_evals(sweep_dir), loss=loss)
-        la, lb = (level_of(name, cells.rows[name], replicates, level=level)
-                  for name in (recipe_a, recipe_b))
-        verdict = pair_line(la, lb, recipe_a, recipe_b, delta_ci)
+        replicates = find_replicates(runs, ensemble_evals(sweep_dir), loss=loss)
+        verdict, boot = pair_verdict(rows_a, rows_b, recipe_a, recipe_b, replicates,
+                                     level=level, n_boot=n_boot, seed=seed, resample=resample)
         asymptotes = [recipe_asymptote(size_points(r), level) for r in (rows_a, rows_b)]
         matched = matched_compute(rows_a, rows_b, names=(recipe_a, recipe_b), level=level)
     except AnalysisInputError as err:
@@ -106,9 +103,9 @@ def compare_cmd(
     typer.echo(f"{sweep_dir}: {recipe_a} vs {recipe_b}{at}, each size's best cell by its mean "
                f"loss over seeds (recipes from {cells.source})")
     typer.echo(verdict)
-    if boot:
-        typer.echo(f"  paired bootstrap: {boot[-1].stats()}; {n_boot} resamples ({resample}), "
-                   f"{100 * boot[-1].converged:.0f}% of refits converged")
+    if boot is not None:
+        typer.echo(f"  paired bootstrap: {boot.stats()}; {n_boot} resamples ({resample}), "
+                   f"{100 * boot.converged:.0f}% of refits converged")
     shown = ", ".join(_asymptote_text(name, a, level)
                       for name, a in zip((recipe_a, recipe_b), asymptotes))
     typer.echo(f"  {shown}; {matched.height} shared sizes")
@@ -117,25 +114,12 @@ def compare_cmd(
     return 0
 
 
-def _ensemble_evals(sweep_dir: Path):
-    """``<sweep>/ensembles/evals.parquet`` (which runs are one ensemble's members), or None."""
-    from analysis.tables.layout import ENSEMBLE_EVALS_FILE, ENSEMBLES_FOLDER
-    from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
-
-    path = Path(sweep_dir) / ENSEMBLES_FOLDER / ENSEMBLE_EVALS_FILE
-    if not os.path.lexists(path):
-        return None
-    try:
-        return read_sweep_parquet(path)
-    except SweepFileError as err:
-        raise UserError(f"{err.what} ({err.reason})", file=err.path) from None
-
-
 def _asymptote_text(name: str, asymptote, level: float) -> str:
     """``E(name) = 1.9860, 95% CI (...)``, or ``E(name) not identified: why`` where the
     report would not write it either (``analysis.recipes.recipe_asymptote``)."""
     if asymptote.why_not:
-        return f"E({name}) not identified: {asymptote.why_not}"
+        why = asymptote.why_not
+        return f"E({name}) {why}" if why.startswith("not identified") else f"E({name}) not written: {why}"
     flag = f" [{asymptote.flag}]" if asymptote.flag else ""
     return (f"E({name}) = {asymptote.E:.4f}, {100 * level:g}% CI ({asymptote.lo:.4f}, "
             f"{asymptote.hi:.4f}){flag}")

@@ -145,6 +145,29 @@ def _grid_study(spec, datasets, filters):
     return study
 
 
+def _report_verdicts(sweep_dir: Path, runs, names: list[str], filters, loss: str) -> list[str]:
+    """The verdict line of every pair of recipes on the finished runs, by the report's rule
+    (``analysis.recipes.verdicts.pair_verdict``; an overfitting recipe is held to its best
+    observed loss, which the ranking's E-only target cannot use), or why there is none yet."""
+    import itertools
+
+    from analysis.errors import AnalysisInputError
+    from analysis.recipes.replicates import find_replicates
+    from analysis.recipes.verdicts import pair_verdict
+    from scalelab.adaptive.recipe_cells import recipe_cells
+    from scalelab.cli.runs_table import ensemble_evals
+
+    if runs is None or runs.height == 0:
+        return ["none yet (no finished runs)"]
+    try:
+        cells = recipe_cells(runs, names, filters=filters or None, loss=loss)
+        replicates = find_replicates(runs, ensemble_evals(sweep_dir), loss=loss)
+        return [pair_verdict(cells.rows[a], cells.rows[b], a, b, replicates)[0]
+                for a, b in itertools.combinations(names, 2)]
+    except (UserError, AnalysisInputError) as err:
+        return [f"none yet ({getattr(err, 'detail', None) or err})"]
+
+
 def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int:
     """``next`` on the whole spec (``scalelab.adaptive.any_study``,
     ``analysis.adaptive.recipe_design``)."""
@@ -179,6 +202,9 @@ def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int
                f"{cand.height - planned} more seeds of its cells), {waiting} launched without a "
                f"loss (yet), {obs.spent:.4g} {study.unit} spent; recipes "
                f"{', '.join(study.recipes)} from {study.source}{rule}")
+    if goal.name == "ranking":  # what the report and compare say of the same runs, now
+        for line in _report_verdicts(source.sweep_dir, runs, list(study.recipes), filters, loss):
+            typer.echo(f"  the report's verdict now: {line}")
     if plan.chosen.height == 0:
         why = ("every candidate run has been launched" if obs.pending.height == 0 else
                "no proposal fits --budget" if budget is not None else

@@ -13,6 +13,7 @@ it (``<table stem>_report/``, ``<table stem>_fit/``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,3 +82,17 @@ def runs_file_folder(path: Path, folder: str) -> Path:
     from analysis.tables.external import output_folder
 
     return output_folder(path, folder)
+
+
+def ensemble_evals(sweep_dir: Path):
+    """``<sweep>/ensembles/evals.parquet`` (which runs are one ensemble's members), or None."""
+    from analysis.tables.layout import ENSEMBLE_EVALS_FILE, ENSEMBLES_FOLDER
+    from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
+
+    path = Path(sweep_dir) / ENSEMBLES_FOLDER / ENSEMBLE_EVALS_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_sweep_parquet(path)
+    except SweepFileError as err:
+        raise UserError(f"{err.what} ({err.reason})", file=err.path) from None

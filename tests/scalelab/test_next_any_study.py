@@ -152,3 +152,24 @@ def test_bad_targets_on_any_study_are_one_line_exit_2(tmp_path, capsys, argv, sa
     fake_sweep(MUON, sweep)
     code, out, err = run(["next", sweep, *argv], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and said in err, err
+
+
+def test_next_report_and_compare_agree_on_the_demo_layout(tmp_path, capsys):
+    """One rule (issue 34): on the demo's layout ``next`` prints the verdict ``compare``
+    prints (the standard recipe has no E of its own here: 4 sizes), and the same E with the
+    same interval for the regularized recipe."""
+    sweep = tmp_path / "root" / "demo_infinite_compute"
+    fake_sweep(DEMO, sweep)
+    code, cmp, err = run(["compare", sweep, "standard", "regularized"], capsys)  # the report's order
+    assert code == 0, err
+    verdict = cmp.splitlines()[1]
+    assert verdict.startswith(("regularized beats standard", "standard beats regularized",
+                               "standard vs regularized")), cmp
+    code, out, err = run(["next", sweep, "--target", "ranking", "-n", 2,
+                          "-o", tmp_path / "n.yaml"], capsys)
+    assert code == 0, err
+    assert f"the report's verdict now: {verdict}" in out, (verdict, out)
+    code, out, err = run(["next", sweep, "-n", 2, "-o", tmp_path / "e.yaml"], capsys)
+    assert code == 0, err
+    e = cmp.split("E(regularized) = ")[1].split(";")[0].split(", E(")[0]  # '1.9, 95% CI (...)'
+    assert f"regularized.E = {e}" in out, (e, out)
