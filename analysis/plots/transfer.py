@@ -4,15 +4,25 @@
   fitted valley over its window and its optimum (star); refused groups' points hollow;
   with ``best_over``, each point is its cell's loss profiled over that column, ringed in
   red where that profile had no valley (its best run's loss);
-- right: hp* against the first x (error bars: each optimum's interval) with the law and its
-  prediction band (for a one-variable law; for (N, D) the law's value at each group, as
-  crosses; one marker per D value in both panels when there are at most six); held-out groups (``holdout``) drawn as open squares with the refitted law's
-  interval.
+- right: hp* against the first x (error bars: each optimum's interval) with the law fitted
+  to every accepted group (``fit``: the law ``scalelab transfer`` prints) and its prediction
+  band (for a one-variable law; for (N, D) the law's value at each group, as crosses; one
+  marker per D value in both panels when there are at most six). With a held-out check
+  (``holdout``, ``refit``): the refit without the held-out groups as a secondary dashed line
+  (grey pluses for (N, D)), labelled as such, its prediction interval at each held-out
+  group in red and the group's measured optimum as an open red square. Points the law was
+  asked to predict (``predict``: (x, hp*, lo, hi)) are green diamonds with their interval;
+  the drawn law reaches them.
+
+The law's artists carry gids (``LAW_GID``, ``REFIT_GID``, ``PREDICT_GID``), so a test can
+read back what was drawn.
 
 Save it with ``analysis.plots.plots.save_figure`` (atomic PNG + SVG).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -23,14 +33,27 @@ from analysis.plots.style import LOSS_LABEL, legend_outside, plt
 from analysis.transfer.holdout import HeldOut
 from analysis.transfer.transfer import TransferFit, group_label
 
-__all__ = ["plot_transfer"]
+__all__ = ["LAW_GID", "PREDICT_GID", "REFIT_GID", "plot_transfer"]
+
+LAW_GID = "transfer-law"
+"""gid of the drawn law (a line, or crosses for (N, D)): always ``fit``'s, the printed law."""
+REFIT_GID = "transfer-refit"
+"""gid of the held-out refit's law (dashed line, or pluses), drawn only when given."""
+PREDICT_GID = "transfer-predict"
+"""gid of each predicted point's marker."""
 
 
-def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fit: TransferFit | None = None):
-    """The figure (returned, not saved). ``law_fit``: the fit whose law is drawn (the
-    refit without held-out groups), default ``fit``."""
-    law_fit = law_fit or fit
+def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None,
+                  refit: TransferFit | None = None,
+                  predict: Sequence[tuple[dict[str, float], float, float, float]] = ()):
+    """The figure (returned, not saved). The law drawn is ``fit``'s (fitted to every
+    accepted group, the one printed). ``refit``: the law refitted without the held-out
+    groups (``analysis.transfer.holdout.holdout_check``), drawn dashed as a secondary line
+    (not drawn when None or ``fit`` itself); ``predict``: (x, hp*, lo, hi) per point to
+    mark (non-finite ones are skipped)."""
     first = fit.x[0]
+    refit = None if refit is fit else refit
+    predict = [p for p in predict if np.isfinite(p[1]) and 0 < p[1] and np.isfinite(p[0][first])]
     fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
     vals = fit.table[first].to_numpy()
     norm = LogNorm(vmin=vals.min(), vmax=max(vals.max(), vals.min() * 1.0001))
@@ -61,34 +84,50 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None, law_fi
                          label=f"no valley in {fit.best_over}: best run used")
     legend_outside(ax_l, fontsize=7)
 
-    ok = fit.accepted
-    held = {tuple(h.x[v] for v in fit.x) for h in holdout or []}
-    train = ok.filter(~pl.struct(fit.x).map_elements(lambda s: tuple(s[v] for v in fit.x) in held,
-                                                      return_dtype=pl.Boolean)) if held else ok
-    by_d = _by_second(fit) and train.height > 0
-    for part in train.partition_by(fit.x[1], maintain_order=True) if by_d else [train]:
+    ok = fit.accepted  # every group the drawn law was fitted to, held out of the refit or not
+    by_d = _by_second(fit) and ok.height > 0
+    for part in ok.partition_by(fit.x[1], maintain_order=True) if by_d else [ok]:
         xs, y = part[first].to_numpy(), part["hp_opt"].to_numpy()
         err = np.vstack([y - part["hp_lo"].to_numpy(), part["hp_hi"].to_numpy() - y])
         which = f", {fit.x[1]}={part[fit.x[1]][0]:.3g}" if by_d else ""
         ax_r.errorbar(xs, y, yerr=err, fmt=marker(part.row(0, named=True)) if part.height else "o",
                       color="tab:blue", ms=5, capsize=3, label=f"optima (fitted){which}")
-    law = law_fit.law
+    law = fit.law
     if len(fit.x) == 1:
-        grid = np.geomspace(vals.min() / 1.3, vals.max() * 1.3, 100)
-        pred = np.array([law.predict(**{first: v}) for v in grid])
-        ax_r.plot(grid, pred[:, 0], color="k", lw=1.2, label=_law_text(law_fit))
+        reach = [vals.min(), vals.max(), *(p[0][first] for p in predict)]
+        grid = np.geomspace(min(reach) / 1.3, max(reach) * 1.3, 200)
+        with np.errstate(over="ignore", under="ignore"):
+            pred = np.array([law.predict(**{first: v}) for v in grid])
+        ax_r.plot(grid, pred[:, 0], color="k", lw=1.2, label=_law_text(fit), gid=LAW_GID)
         if np.all(np.isfinite(pred[:, 1:])):
             ax_r.fill_between(grid, pred[:, 1], pred[:, 2], color="0.5", alpha=0.2,
                               label=f"{100 * law.level:g}% prediction interval")
+        if refit is not None:
+            with np.errstate(over="ignore", under="ignore"):
+                again = np.array([refit.law.predict(**{first: v})[0] for v in grid])
+            ax_r.plot(grid, again, color="tab:red", lw=1.0, ls="--", alpha=0.8, gid=REFIT_GID,
+                      label=f"held-out check only, {_law_text(refit, 'refit')}")
     else:
         pred = np.array([law.predict(**{v: r[v] for v in fit.x}) for r in ok.iter_rows(named=True)])
-        ax_r.scatter(ok[first], pred[:, 0], marker="x", color="k", label=_law_text(law_fit))
+        ax_r.scatter(ok[first], pred[:, 0], marker="x", color="k", label=_law_text(fit), gid=LAW_GID)
+        if refit is not None:
+            again = np.array([refit.law.predict(**{v: r[v] for v in fit.x})[0]
+                              for r in ok.iter_rows(named=True)])
+            ax_r.scatter(ok[first], again, marker="+", color="tab:red", gid=REFIT_GID,
+                         label=f"held-out check only, {_law_text(refit, 'refit')}")
     for h in holdout or []:
         ax_r.errorbar([h.x[first]], [h.predicted], yerr=[[h.predicted - h.lo], [h.hi - h.predicted]],
                       fmt="none", ecolor="tab:red", capsize=4, lw=1.5)
         if h.why is None:
-            ax_r.scatter([h.x[first]], [h.observed], marker=marker(h.x) if by_d else "s", s=40, color="none",
-                         edgecolors="tab:red", zorder=4, label=f"held out ({group_label(h.x, fit.x)})")
+            ax_r.scatter([h.x[first]], [h.observed], marker=marker(h.x) if by_d else "s", s=90,
+                         color="none", edgecolors="tab:red", lw=1.2, zorder=4,
+                         label=f"held out of the refit ({group_label(h.x, fit.x)}); "
+                         "red bar: the refit's PI")
+    for at, hp, lo, hi in predict:
+        band = [[hp - lo], [hi - hp]] if np.isfinite(lo) and np.isfinite(hi) else None
+        ax_r.errorbar([at[first]], [hp], yerr=band, fmt="D", ms=6, color="tab:green",
+                      mec="k", mew=0.5, capsize=4, zorder=5, gid=PREDICT_GID,
+                      label=f"predicted at {_point(at)}: {hp:.3g}")
     ax_r.set_xscale("log")
     ax_r.set_yscale("log")
     # plain numbers (2, 0.01), not 2x10^0; minor ticks labelled as matplotlib's log axis
@@ -134,6 +173,10 @@ def _markers(fit: TransferFit):
     return lambda row: _SHAPES[rank[row[fit.x[1]]]]
 
 
-def _law_text(fit: TransferFit) -> str:
+def _law_text(fit: TransferFit, title: str = "law") -> str:
     terms = " ".join(f"{v}^{a:.3f}" for v, a in zip(fit.x, fit.law.coef[1:]))
-    return f"law: {fit.law.c:.3g} {terms}"
+    return f"{title}: {fit.law.c:.3g} {terms}"
+
+
+def _point(at: dict[str, float]) -> str:
+    return ", ".join(f"{v}={x:.3g}" for v, x in at.items())

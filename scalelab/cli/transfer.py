@@ -1,4 +1,4 @@
-"""``scalelab transfer SWEEP --hp optim.lr [--x N,D] [--holdout-largest K]``: a
+"""``scalelab transfer SWEEP --hp optim.lr [--x N,D] [--holdout-largest K] [--predict N=1e9]``: a
 hyperparameter-transfer law fitted to the sweep's own runs (``analysis.transfer``,
 docs/transfer.md).
 
@@ -11,24 +11,33 @@ Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
   ``--best-over KEY`` each cell's loss is first profiled over KEY
   (``analysis.transfer.profile``: a batch-size law with the lr tuned per batch);
 - the law hp* = c · Π x^a with its parameters' intervals;
+- with ``--predict N=1e9`` (repeatable; ``N=..,D=..`` for a law in N and D, ``C=..`` for
+  one in C): hp* at that point from the law above, with its prediction interval, and
+  whether the point lies inside the fitted groups' range or is an extrapolation (by how
+  many times the largest, or below the smallest, fitted value);
 - with ``--holdout-largest K``: the law refitted without the K largest sizes, their
   predicted optimum with its prediction interval against the observed one;
 - the norm check: the output layer's norm at each size's optimum, whether it is constant
   across sizes, and (held out) hp* predicted from the norm alone;
 - a derive rule to paste into a spec (parsed by the spec's own rule parser first);
-- the figure's path (``<sweep>/fit/transfer-<hp>.png`` unless ``--out``).
+- the figure's path (``<sweep>/fit/transfer-<hp>.png`` unless ``--out``): the printed law
+  (fitted to every accepted group), the held-out refit only as a dashed secondary line,
+  the --predict points as diamonds.
 
 SWEEP may be a table of runs from any trainer instead (a .csv, .parquet or .pq file with
 columns N, D, loss and the hp: ``scalelab.cli.runs_table.read_runs_file``); it has no
 norms.parquet records, so the norm check is skipped, and the figure goes beside it
 (``<table stem>_fit/transfer-<hp>.png``).
 
-Bad input (an unknown --hp, --x, --where, too few groups) is one line and exit code 2.
+Bad input (an unknown --hp, --x, --where, too few groups; a --predict naming a variable the
+law does not use, missing one, or giving a value that is not a positive finite number) is
+one line and exit code 2.
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import typer
@@ -73,6 +82,11 @@ def transfer_cmd(
     out: Path | None = typer.Option(None, "--out", help="Figure path stem (default "
                                     "<sweep>/fit/transfer-<hp>, or <table stem>_fit/transfer-<hp> "
                                     "beside a table)."),
+    predict: list[str] = typer.Option(
+        [], "--predict", metavar="VAR=VALUE[,VAR=VALUE]",
+        help="Print hp* with its 95% prediction interval at a point, from the printed law "
+        "(repeatable): N=1e9 for a law in N, N=1e9,D=2e10 for N,D, C=1e21 for C; says when "
+        "it extrapolates beyond the fitted sizes. Marked in the figure."),
     root: Path | None = typer.Option(None, "--root", help="Sweeps root, when SWEEP is a spec file."),
 ) -> int:
     """Fit hp* = c * x^a to each size's optimal hp, check it on held-out sizes and against
@@ -80,6 +94,8 @@ def transfer_cmd(
     if x not in X_CHOICES:
         raise UserError(f"expected one of {', '.join(X_CHOICES)}{did_you_mean(x, X_CHOICES)}",
                         key="--x")
+    xs = tuple(x.split(","))
+    points = [parse_point(text, xs) for text in predict]
     if out is not None and out.name in ("", ".", ".."):
         raise UserError(f"expected a path stem with a file name (e.g. fits/transfer-lr), got "
                         f"'{out}'", key="--out")
@@ -105,12 +121,11 @@ def transfer_cmd(
         raise UserError(f"{what}{did_you_mean(column, numeric)}; swept numeric columns include "
                         f"{', '.join(c for c in numeric if '.' in c) or 'none'}",
                         file=runs_path, key=f"{flag} {column}")
-    xs = tuple(x.split(","))
     try:
         runs = select_runs(runs, where)
         _report(sweep_dir, runs, xs, hp, holdout_largest, loss, norm, layer,
                 out if out is not None else folder / f"transfer-{hp}", best_over,
-                label=sweep if sweep_dir is None else sweep_dir)
+                label=sweep if sweep_dir is None else sweep_dir, points=points)
     except AnalysisInputError as err:
         raise UserError(str(err), file=runs_path) from None
     return 0
@@ -118,7 +133,7 @@ def transfer_cmd(
 
 def _report(sweep_dir: Path | None, runs, xs: tuple[str, ...], hp: str, k: int, loss: str,
             norm: str | None, layer: str | None, stem: Path, best_over: str | None, *,
-            label: Path) -> None:
+            label: Path, points: list[dict[str, float]] = ()) -> None:
     """Print the transfer law of ``runs`` (module docstring) and save its figure at ``stem``;
     ``sweep_dir`` None: a table of runs, which has no norms records (no norm check)."""
     from analysis.plots.plots import save_figure
@@ -141,6 +156,7 @@ def _report(sweep_dir: Path | None, runs, xs: tuple[str, ...], hp: str, k: int, 
     echo(f"loss noise: sd {nz.sigma2 ** 0.5:.3g} per run ({nz.source}, {nz.dof} dof), pooled "
          "over the accepted groups")
     _law_lines(fit, "law")
+    predicted = [_predict_line(fit, at) for at in points]
     train, held = fit, []
     if k:
         train, held = holdout_check(runs, xs, hp, k, loss=loss, full=fit)  # fit's best_over
@@ -156,7 +172,100 @@ def _report(sweep_dir: Path | None, runs, xs: tuple[str, ...], hp: str, k: int, 
         echo("norm check: skipped (a table of runs has no norms.parquet records)")
     _rule_lines(fit)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    echo(f"figure: {save_figure(plot_transfer(fit, held, train), stem)[0]}")
+    figure = plot_transfer(fit, held, train if k else None, predicted)
+    echo(f"figure: {save_figure(figure, stem)[0]}")
+
+
+def parse_point(text: str, xs: tuple[str, ...]) -> dict[str, float]:
+    """``N=1e9`` or ``N=1e9,D=2e10`` -> {variable: value}, one value per variable of the law
+    ``xs``, each a finite number > 0; else a ``UserError`` naming what is wrong."""
+    key = f"--predict {text}"
+    takes = ",".join(f"{v}=VALUE" for v in xs)
+    point: dict[str, float] = {}
+    for part in text.split(","):
+        name, eq, value = (s.strip() for s in part.partition("="))
+        if not eq or not name:
+            raise UserError(f"expected {takes} (the law's variables: {', '.join(xs)})", key=key)
+        if name not in xs:
+            near = [v for v in xs if v.lower() == name.lower()]
+            hint = f" (did you mean '{near[0]}'?)" if near else did_you_mean(name, xs)
+            other = "" if near or name not in ("N", "D", "C") else (
+                "; pass --x N,D for a law in N and D" if name == "D" else
+                f"; pass --x {name} for a law in {name}")
+            raise UserError(f"'{name}' is not a variable of the law in {', '.join(xs)}{hint}; "
+                            f"expected {takes}{other}", key=key)
+        if name in point:
+            raise UserError(f"{name} given twice; expected {takes}", key=key)
+        point[name] = _positive_number(value, name, key)
+    if missing := [v for v in xs if v not in point]:
+        raise UserError(f"missing {', '.join(missing)}: the law in {', '.join(xs)} needs "
+                        f"{takes}", key=key)
+    return {v: point[v] for v in xs}
+
+
+def _positive_number(text: str, name: str, key: str) -> float:
+    """``text`` as a float > 0 that a float can hold, else a ``UserError``."""
+    try:
+        exact = Decimal(text)
+    except (InvalidOperation, ValueError):
+        raise UserError(f"{name}: expected a number such as 1e9, got '{text}'", key=key) from None
+    if not exact.is_finite():
+        raise UserError(f"{name}: expected a finite number, got '{text}'", key=key)
+    if exact <= 0:
+        raise UserError(f"{name}: expected a value > 0, got '{text}'", key=key)
+    value = float(exact)
+    if not math.isfinite(value) or value == 0.0:
+        raise UserError(f"{name}: '{text}' is outside the float range (positive values from "
+                        "about 5e-324 to 1.8e308)", key=key)
+    return value
+
+
+def _predict_line(fit, at: dict[str, float]) -> tuple[dict[str, float], float, float, float]:
+    """Print hp* at ``at`` from ``fit``'s law with its prediction interval and where ``at``
+    lies against the fitted groups; return (at, hp*, lo, hi) for the figure."""
+    import numpy as np
+
+    where = ", ".join(f"{v}={at[v]:.3g}" for v in fit.x)
+    head = f"predicted {fit.hp}* at {where}"
+    mu, _ = fit.law.predict_log(**at)
+    with np.errstate(over="ignore", under="ignore"):
+        hp, lo, hi = fit.predict(**at)
+    span = _fitted_span(fit, at)
+    if not (math.isfinite(hp) and hp > 0):
+        typer.echo(f"{head}: outside the float range (ln {fit.hp}* = {mu:.4g}); {span}")
+        return at, float("nan"), float("nan"), float("nan")
+    pi = f"{100 * fit.law.level:g}% PI"
+    band = (f"{pi} ({lo:.4g}, {hi:.4g})" if math.isfinite(lo) and math.isfinite(hi)
+            else f"no interval ({fit.law.interval_note})")
+    typer.echo(f"{head}: {hp:.4g}, {band}; {span}")
+    return at, hp, lo, hi
+
+
+def _fitted_span(fit, at: dict[str, float]) -> str:
+    """``inside the fitted range (N 5,000 to 300,000)`` or ``extrapolation: N is 3,333x the
+    largest fitted N (300,000)`` (each variable of the law on its own)."""
+    ok, outside, inside = fit.accepted, [], []
+    for v in fit.x:
+        low, high, x = float(ok[v].min()), float(ok[v].max()), at[v]
+        if x > high * (1 + 1e-9):
+            outside.append(f"{v} is {_times(x / high)} the largest fitted {v} ({_num(high)})")
+        elif x < low * (1 - 1e-9):
+            outside.append(f"{v} is {_times(low / x)} below the smallest fitted {v} ({_num(low)})")
+        else:
+            inside.append(f"{v} {_num(low)} to {_num(high)}")
+    if not outside:
+        return f"inside the fitted range ({'; '.join(inside)})"
+    rest = f"; {', '.join(v for v in fit.x if not any(o.startswith(f'{v} ') for o in outside))} inside" \
+        if inside else ""
+    return f"extrapolation: {'; '.join(outside)}{rest}"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:,.0f}x" if 100 <= ratio < 1e7 else f"{ratio:.3g}x"
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if 1 <= value < 1e7 else f"{value:.3g}"
 
 
 def _group_table(fit) -> None:
