@@ -14,19 +14,32 @@
 # %% [markdown]
 # # 1. A scalelab sweep: training curves, norms, and its scaling laws
 #
-# Set `SWEEP` below (or the environment variable `SCALELAB_SWEEP`; papermill: `-p SWEEP
-# path`) to a sweep directory. It reads `runs.parquet` (`scalelab collect SWEEP` writes
+# Set `SWEEP` to a sweep directory. It reads `runs.parquet` (`scalelab collect SWEEP` writes
 # it) and every run's `evals` and `norms` records with one `pl.scan_parquet` each (runs
 # still in progress included, from their part files), then fits through `analysis`.
 # Without a sweep it falls back to a **synthetic** runs table in the same schema (losses
 # drawn from Muennighoff et al.'s published law plus noise), labelled as such.
 # Figures show inline; with `ANALYSIS_OUT` set they are also saved there.
+#
+# **Parameters** are declared once, in the first code cell. Run as a script, give them on
+# the command line (`--help` lists them):
+#
+#     python analysis/notebooks/01_fit_sweep.py --sweep runs/x --n-boot 50
+#
+# or, in Jupyter, papermill or a script, in the environment (`SCALELAB_NB_<NAME>`, one
+# prefix for every notebook):
+#
+#     SCALELAB_NB_SWEEP=runs/x jupyter lab
+#
+# else the defaults written there apply (`analysis.plots.notebook_params`).
 
 # %% tags=["parameters"]
-import os
+from analysis.plots.notebook_params import parameters
 
-SWEEP = os.environ.get("SCALELAB_SWEEP", "")
-N_BOOT = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
+SWEEP, N_BOOT = parameters(
+    SWEEP="",  # a collected sweep directory; empty: a synthetic runs table
+    N_BOOT=200,  # bootstrap resamples per fit (CIs of E, R_D*, R_N*)
+)
 
 # %%
 from pathlib import Path

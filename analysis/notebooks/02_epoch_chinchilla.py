@@ -19,9 +19,27 @@
 # summed Huber loss (delta 1e-3) of log-space residuals of
 # L = E + A/N^alpha + B/D^beta, from a grid of 4,500 starts. Data: `analysis/data/`
 # (see its README for the citation).
+#
+# **Parameters** are declared once, in the first code cell. Run as a script, give them on
+# the command line (`--help` lists them):
+#
+#     python analysis/notebooks/02_epoch_chinchilla.py --n-boot 1000
+#
+# or, in Jupyter, papermill or a script, in the environment (`SCALELAB_NB_<NAME>`, one
+# prefix for every notebook):
+#
+#     SCALELAB_NB_N_BOOT=1000 jupyter lab
+#
+# else the defaults written there apply (`analysis.plots.notebook_params`).
+
+# %% tags=["parameters"]
+from analysis.plots.notebook_params import parameters
+
+(N_BOOT,) = parameters(
+    N_BOOT=200,  # bootstrap resamples: the SEs, the CIs and approach 2's intervals
+)
 
 # %%
-import os
 import time
 
 import numpy as np
@@ -35,7 +53,6 @@ from analysis.plots.plots import plot_isoflop, plot_residuals
 from analysis.tables.published import EPOCH, EPOCH_SE, HOFFMANN, HOFFMANN_EXPONENTS
 from analysis.recipes.asymptotes import compute_optimal
 
-n_boot = int(os.environ.get("ANALYSIS_BOOTSTRAP", "200"))
 data = load_epoch_chinchilla()
 print(data.height, "points after dropping the 5 highest losses")
 
@@ -56,7 +73,7 @@ for w in fit.warnings:
 # differ along it with the same objective, so compare E, alpha, beta and predictions.
 
 # %%
-boot = fit.bootstrap(n_boot, seed=0)
+boot = fit.bootstrap(N_BOOT, seed=0)
 ci = boot.ci()
 table = pl.DataFrame(
     {
@@ -105,7 +122,7 @@ show(plot_residuals(data, fit), "residuals")
 # `docs/isoflop.md`.
 
 # %%
-iso = fit_isoflops(data, n_boot=n_boot, seed=0)
+iso = fit_isoflops(data, n_boot=N_BOOT, seed=0)
 a3 = boot.column("beta") / (boot.column("alpha") + boot.column("beta"))
 a3_hat = fit.params["beta"] / (fit.params["alpha"] + fit.params["beta"])
 a3_lo, a3_hi = np.percentile(a3, [2.5, 97.5])

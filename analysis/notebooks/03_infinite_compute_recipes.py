@@ -20,16 +20,30 @@
 # per model size is then taken N -> infinity. All fits are their plain least-squares
 # A/x^B + C.
 #
-# Set `SWEEP` (or `SCALELAB_SWEEP`; papermill `-p SWEEP path`) to a sweep directory: its
-# recipes (the runs' `recipe` column, else its `tuned` block; see `analysis.recipes.rows`)
-# are analysed by `analysis.recipes.infinite_compute.analyze`, exactly as `scalelab report` does.
+# Set `SWEEP` to a sweep directory: its recipes (the runs' `recipe` column, else its
+# `tuned` block; see `analysis.recipes.rows`) are analysed by
+# `analysis.recipes.infinite_compute.analyze`, exactly as `scalelab report` does.
 # Without a sweep, the second half reworks Kim et al.'s **published** numbers instead,
 # labelled as such.
+#
+# **Parameters** are declared once, in the first code cell. Run as a script, give them on
+# the command line (`--help` lists them):
+#
+#     python analysis/notebooks/03_infinite_compute_recipes.py --sweep runs/x
+#
+# or, in Jupyter, papermill or a script, in the environment (`SCALELAB_NB_<NAME>`, one
+# prefix for every notebook):
+#
+#     SCALELAB_NB_SWEEP=runs/x jupyter lab
+#
+# else the defaults written there apply (`analysis.plots.notebook_params`).
 
 # %% tags=["parameters"]
-import os
+from analysis.plots.notebook_params import parameters
 
-SWEEP = os.environ.get("SCALELAB_SWEEP", "")
+(SWEEP,) = parameters(
+    SWEEP="",  # a collected sweep directory; empty: Kim et al.'s published numbers only
+)
 
 # %%
 from pathlib import Path
@@ -62,6 +76,9 @@ from analysis.recipes.asymptotes import (
 res = None
 if SWEEP:
     sweep = Path(SWEEP)
+    if not runs_file(sweep).is_file():
+        raise SystemExit(f"{runs_file(sweep)} is missing: run `scalelab collect {sweep}` first")
+    print(f"source: sweep {sweep}")
     runs = pl.read_parquet(runs_file(sweep))
     ens_path = ensemble_evals_file(sweep)
     res = analyze(runs, pl.read_parquet(ens_path) if ens_path.is_file() else None)
@@ -103,7 +120,7 @@ if not SWEEP:
     k_inf = np.array(KIM["ensemble_asymptotes_200m"])
     joint = joint_asymptote(N_b, k_inf)
     print(f"PUBLISHED ensemble asymptotes vs N: {joint}  (paper: 0.016/N^1.59 + 3.169 -> 3.17)")
-    print(f"C = {joint.C:.4f} +- {joint.se['C']:.4f} (curve_fit SE; 4 points, 3 parameters: fragile)")
+    print(f"C = {joint.C:.4f} +- {joint.se['C']:.4f} (Gauss-Newton SE; 4 points, 3 parameters: fragile)")
     ref = KIM["standard_reference"]
     std_law = implied_standard_law(ref)
     print(f"implied standard-recipe data law: B = {std_law.B:.4f}, C = {std_law.C:.4f}")

@@ -21,21 +21,36 @@
 # `scalelab transfer` prints; the method and the CPU twin's results are in
 # docs/transfer.md.
 #
-# Set `SWEEP` (or `SCALELAB_SWEEP`; papermill `-p SWEEP path`) to a sweep directory and
-# `HP`, `X`, `BEST_OVER` (e.g. `optim.lr` for a batch-size law), `WHERE` to the runs to
-# use. Without a sweep, the second half refits **synthetic** sweeps whose truth is
-# DeepSeek-AI's published laws (2024, arXiv 2401.02954), labelled as such: it shows the
-# method recovering a known law, not DeepSeek's data.
+# Set `SWEEP` to a sweep directory and `HP`, `X`, `BEST_OVER` (e.g. `optim.lr` for a
+# batch-size law), `WHERE` to the runs to use. Without a sweep, the second half refits
+# **synthetic** sweeps whose truth is DeepSeek-AI's published laws (2024, arXiv
+# 2401.02954), labelled as such: it shows the method recovering a known law, not
+# DeepSeek's data.
+#
+# **Parameters** are declared once, in the first code cell. Run as a script, give them on
+# the command line (`--help` lists them):
+#
+#     python analysis/notebooks/04_transfer_laws.py --sweep runs/x \
+#         --hp train.batch_size --best-over optim.lr --where block=bs --where seed=0
+#
+# or, in Jupyter, papermill or a script, in the environment (`SCALELAB_NB_<NAME>`, one
+# prefix for every notebook):
+#
+#     SCALELAB_NB_SWEEP=runs/x SCALELAB_NB_WHERE='block=bs;seed=0' jupyter lab
+#
+# else the defaults written there apply (`analysis.plots.notebook_params`).
 
 # %% tags=["parameters"]
-import os
+from analysis.plots.notebook_params import parameters
 
-SWEEP = os.environ.get("SCALELAB_SWEEP", "")
-HP = "optim.lr"  # any swept numeric column: optim.weight_decay, train.batch_size, ...
-X = "N"  # N, "N,D" or C
-BEST_OVER = ""  # profile each cell's loss over this column first, e.g. "optim.lr"
-WHERE: list[str] = []  # as `scalelab transfer --where`, e.g. ["block=lr-adamw"]
-HOLDOUT = 1  # the largest sizes held out for the out-of-sample check (0: none)
+SWEEP, HP, X, BEST_OVER, WHERE, HOLDOUT = parameters(
+    SWEEP="",  # a collected sweep directory; empty: the synthetic studies only
+    HP="optim.lr",  # any swept numeric column: optim.weight_decay, train.batch_size, ...
+    X="N",  # N, "N,D" or C
+    BEST_OVER="",  # profile each cell's loss over this column first, e.g. "optim.lr"
+    WHERE=[],  # as `scalelab transfer --where` (repeatable; env: ';' between), "block=lr-adamw"
+    HOLDOUT=1,  # the largest sizes held out for the out-of-sample check (0: none)
+)
 
 # %%
 from pathlib import Path
@@ -72,6 +87,9 @@ def print_law(fit, title: str) -> None:
 # %%
 if SWEEP:
     sweep = Path(SWEEP)
+    if not runs_file(sweep).is_file():
+        raise SystemExit(f"{runs_file(sweep)} is missing: run `scalelab collect {sweep}` first")
+    print(f"source: sweep {sweep}; {HP} against {X}" + (f", where {WHERE}" if WHERE else ""))
     runs = select_runs(pl.read_parquet(runs_file(sweep)), WHERE)
     xs = tuple(X.split(","))
     try:

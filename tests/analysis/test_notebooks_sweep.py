@@ -49,8 +49,9 @@ def _execute(path: Path, env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_notebook_runs_on_a_real_sweep(tiny_sweep, tmp_path, name):
-    env = {**os.environ, "MPLBACKEND": "Agg", "ANALYSIS_OUT": str(tmp_path), "ANALYSIS_BOOTSTRAP": "10",
-           "SCALELAB_SWEEP": str(tiny_sweep)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCALELAB_NB_")}
+    env.update(MPLBACKEND="Agg", ANALYSIS_OUT=str(tmp_path), SCALELAB_NB_N_BOOT="10",
+               SCALELAB_NB_SWEEP=str(tiny_sweep))
     _execute(NOTEBOOKS / name, env)
     made = {p.stem for p in tmp_path.glob("*.png")}
     assert FIGURES[name] <= made, sorted(made)
@@ -65,7 +66,8 @@ def test_notebooks_are_jupytext_with_a_parameters_cell(name):
     nb = jupytext.read(NOTEBOOKS / name)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and any("matplotlib" in c.source or "show(" in c.source for c in code)
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "= parameters(" in params[0].source  # notebook_params
+    assert code.index(params[0]) == 0  # papermill injects after the first (parameters) cell
     if name in FIGURES:
-        params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
-        assert len(params) == 1 and 'SWEEP = os.environ.get("SCALELAB_SWEEP"' in params[0].source
-        assert code.index(params[0]) == 0  # papermill injects after the first (parameters) cell
+        assert 'SWEEP="",' in params[0].source
