@@ -59,8 +59,10 @@ _TYPES = {str: "text", int: "an integer", float: "a number", bool: "true or fals
 
 
 def in_kernel(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is a Jupyter kernel's (ipykernel's launcher), not a script's."""
-    return bool(argv) and "ipykernel" in Path(argv[0]).as_posix()
+    """Whether ``argv`` is a Jupyter kernel's (``ipykernel_launcher.py``, ``python -m
+    ipykernel``, Colab's ``colab_kernel_launcher.py``), not a script's."""
+    head = Path(argv[0]).as_posix() if argv else ""
+    return "ipykernel" in head or Path(head).stem.endswith("kernel_launcher")
 
 
 def _kind(name: str, default: Any) -> type:

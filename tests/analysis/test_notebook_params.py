@@ -52,6 +52,10 @@ def test_a_kernels_argv_is_ignored():
     env = {f"{ENV_PREFIX}SWEEP": "runs/env"}
     assert read_parameters(DEFAULTS, KERNEL_ARGV, env)[0] == {**DEFAULTS, "SWEEP": "runs/env"}
     assert read_parameters(DEFAULTS, [*KERNEL_ARGV, "--bogus", "1"], {})[0] == DEFAULTS
+    for launcher in ("/usr/lib/python3/site-packages/ipykernel/__main__.py",
+                     "/usr/local/lib/python3/dist-packages/colab_kernel_launcher.py"):
+        assert read_parameters(DEFAULTS, [launcher, "-f", "k.json", "--x"], env)[0]["SWEEP"] == \
+            "runs/env"
     # a script given a kernel's connection file (as some launchers pass it) skips that pair
     assert _read(["-f", "/tmp/kernel.json", "--sweep", "x"])["SWEEP"] == "x"
     assert _read(["--f=/tmp/kernel-1.json"]) == DEFAULTS
