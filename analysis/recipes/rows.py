@@ -82,9 +82,9 @@ def parse_filter(text: str) -> dict[str, str]:
 
 def parse_recipe_option(text: str) -> tuple[str, tuple[str, ...]]:
     """``NAME=COND[,COND...]`` -> (NAME, conditions). A condition is a ``--where`` condition
-    (``key=value``, ``key<value``, ``pl.col(...) ...``; ``analysis.tables.select``) or
+    (``key=value``, ``key<value``, ``pl.col(...) ...``; ``analysis.tables.select``),
     ``key=v1|v2|...``, any of the values (e.g. ``block=adamw-x1|adamw-x3``: several blocks
-    as one recipe)."""
+    as one recipe), or ``key!=v1|v2``, none of them."""
     name, sep, rest = text.partition("=")
     if not sep or not name.strip() or not rest.strip():
         raise AnalysisInputError(f"--recipe '{text}': expected NAME=COND[,COND...] "
@@ -99,15 +99,17 @@ def condition_expr(cond: str, schema: Mapping[str, pl.DataType]) -> pl.Expr:
     """One recipe condition (``parse_recipe_option``) as a predicate over a table of
     ``schema`` (the runs table, or a plan: they share their config columns)."""
     key, sep, values = cond.partition("=")
+    negate = key.endswith("!")  # key!=v1|v2: none of them
+    key = key[:-1] if negate else key
     if (sep and not cond.lstrip().startswith("pl.") and "|" in values
-            and not key.endswith(("!", "<", ">")) and not values.startswith("=")):
+            and not key.endswith(("<", ">")) and not values.startswith("=")):
         alts = [v.strip() for v in values.split("|")]
         if not all(alts):
             raise AnalysisInputError(f"condition '{cond}': an empty value between '|'")
         expr = pl.lit(False)
         for v in alts:
             expr = expr | parse_where(f"{key.strip()}={v}", schema)
-        return expr
+        return ~expr if negate else expr
     return parse_where(cond, schema)
 
 

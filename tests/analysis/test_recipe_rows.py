@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.rows import find_recipes
+from analysis.recipes.rows import find_recipes, parse_recipe_option, recipe_predicate
 
 
 def _runs(recipe: list[str | None] | None = None) -> pl.DataFrame:
@@ -51,3 +51,54 @@ def test_filters_win_and_nothing_found_says_what_is_missing():
     assert _names(runs, rows) == {"low": ["t_a", "student"]}
     with pytest.raises(AnalysisInputError, match="no recipes found.*no blocks"):
         find_recipes(runs.drop("block"))
+
+
+def _study_runs() -> pl.DataFrame:
+    """A Muon/AdamW study's runs: the recipe named once per block, lr multiplier blocks."""
+    blocks = ["adamw-x1", "adamw-x3", "muon-x1", "muon-x3"]
+    return pl.DataFrame({
+        "block": [b for b in blocks for _ in range(2)],
+        "N": [1e4, 2e4] * 4,
+        "optim.name": [b.split("-")[0] for b in blocks for _ in range(2)],
+        "extra.recipe": [b.split("-")[0] for b in blocks for _ in range(2)],
+    })
+
+
+def test_recipe_conditions_join_blocks_and_take_polars_expressions():
+    runs = _study_runs()
+    name, conds = parse_recipe_option('fast=block=muon-x1|muon-x3,N>1e4')
+    assert name == "fast" and conds == ("block=muon-x1|muon-x3", "N>1e4")
+    got = runs.filter(recipe_predicate(conds, runs.schema))
+    assert got["block"].to_list() == ["muon-x1", "muon-x3"] and got["N"].to_list() == [2e4, 2e4]
+    _, conds = parse_recipe_option('adam=pl.col("optim.name").is_in(["adamw", "sgd"]), N<2e4')
+    assert conds == ('pl.col("optim.name").is_in(["adamw", "sgd"])', "N<2e4")  # comma inside kept
+    assert runs.filter(recipe_predicate(conds, runs.schema))["block"].to_list() == ["adamw-x1", "adamw-x3"]
+    _, conds = parse_recipe_option("rest=block!=adamw-x1|muon-x1")
+    assert set(runs.filter(recipe_predicate(conds, runs.schema))["block"]) == {"adamw-x3", "muon-x3"}
+
+
+def test_recipes_named_once_per_block_and_one_recipe_per_block_without_tags():
+    runs = _study_runs().rename({"extra.recipe": "recipe"})
+    found = find_recipes(runs)
+    assert set(found.predicates) == {"adamw", "muon"}
+    assert runs.filter(found.predicates["muon"]).height == 4
+    by_block = find_recipes(runs.drop("recipe"))
+    assert list(by_block.predicates) == ["adamw-x1", "adamw-x3", "muon-x1", "muon-x3"]
+    assert "one recipe per block" in by_block.source
+
+
+@pytest.mark.parametrize("text, said", [
+    ("x=", "expected NAME=COND"), ("=block=a", "expected NAME=COND"),
+    ("a b=block=x", "a recipe name is"), ("a=,,", "an empty condition"),
+])
+def test_bad_recipe_options_say_what_is_wrong(text, said):
+    with pytest.raises(AnalysisInputError, match=said):
+        parse_recipe_option(text)
+
+
+def test_bad_conditions_name_the_column_or_the_value():
+    runs = _study_runs()
+    with pytest.raises(AnalysisInputError, match="empty value between"):
+        recipe_predicate(("block=a|",), runs.schema)
+    with pytest.raises(AnalysisInputError, match="unknown column 'blok'.*block"):
+        recipe_predicate(("blok=a|b",), runs.schema)
