@@ -46,15 +46,14 @@ from pathlib import Path
 
 import polars as pl
 
-from analysis import PowerLaw, fit_data_constrained, fit_law, prepare_runs
+from analysis import fit_data_constrained, prepare_runs
 from analysis.plots.curves import plot_norm_trajectories, plot_training_curves
 from analysis.errors import AnalysisInputError
-from analysis.fit.identified import why_not_identified
 from analysis.plots.notebook_figures import show
-from analysis.plots.style import human
 from analysis.plots.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
 from analysis.tables.layout import RUNS_FILE, runs_file
 from analysis.tables.records_scan import scan_records
+from analysis.recipes.recipe_asymptote import recipe_laws
 from analysis.recipes.synthetic import synthetic_runs
 
 if SWEEP:
@@ -116,32 +115,30 @@ data = table.data
 print(data.select("N", "D", "U", "loss").describe())
 
 # %% [markdown]
-# ## Loss vs N per recipe and budget: L = A / N^alpha + E
+# ## Loss vs N per recipe and budget: L = A / x^B + E, x = N / 1e6
 #
-# Each (recipe, U, D) slice with at least four model sizes gets its own power law; E is
-# that slice's N -> infinity asymptote, with a seeded bootstrap CI, written only when the
-# data identify it (`analysis.fit.identified`).
+# Each recipe (`analysis.recipes.rows`: extra.recipe, Kim's tuned blocks, else one per
+# block; a table without recipes: each D) at each unique-token budget U gets Kim et al.'s
+# law on each size's best cell, by the report's engine (`recipe_asymptote.recipe_laws`):
+# E with its t interval, flagged on 4 sizes (one residual dof), or the reason it is not
+# written. The same E, interval and reason as `scalelab report` and `scalelab compare`.
 
 # %%
-keys = [c for c in ("recipe", "U", "D") if c in data.columns]
+laws, source = recipe_laws(data)
+print(f"recipes from {source}")
 rows = []
-for key, sub in sorted(data.group_by(keys), key=lambda kv: tuple(str(k) for k in kv[0])):
-    label = ", ".join(f"{k}={human(v)}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(keys, key))
-    if sub["N"].n_unique() < 4:
-        print(f"{label}: {sub['N'].n_unique()} size(s), need >= 4 for a power law in N")
+for i, law in enumerate(laws):
+    res = law.asymptote
+    said = f"E = {res.E:.4f} ({res.lo:.4f}, {res.hi:.4f})" if not res.why_not else "E not identified"
+    show(plot_loss_vs_x(law.runs, title=f"{law.label}: loss vs N, {said}"), f"loss_vs_N_{i}")
+    if res.why_not:
+        print(f"{law.label}: {res.why_not}")
+        rows.append({"group": law.label, "E": None, "E_lo": None, "E_hi": None, "sizes": res.n})
         continue
-    fit = fit_law(PowerLaw(x="N"), sub, warn=False)
-    why = why_not_identified(fit.params["alpha"], fit.params["E"], sub["N"], sub["loss"], fit.predict(sub))
-    if why:
-        print(f"{label}: not identified: {why}")
-        show(plot_loss_vs_x(sub, title=f"{label}: loss vs N (no fit: not identified)"), f"loss_vs_N_{len(rows)}")
-        rows.append({"group": label, "E": None, "E_lo": None, "E_hi": None, "r2": None})
-        continue
-    boot = fit.bootstrap(N_BOOT, seed=0)
-    lo, hi = boot.ci()["E"]
-    rows.append({"group": label, "E": fit.params["E"], "E_lo": lo, "E_hi": hi, "r2": fit.r2})
-    show(plot_loss_vs_x(sub, fit, boot, title=f"{label}: loss vs N"), f"loss_vs_N_{len(rows)}")
-print(pl.DataFrame(rows) if rows else "no slice with >= 4 model sizes")
+    flag = f" ({res.flag})" if res.flag else ""
+    print(f"{law.label}: E = {res.E:.4f}, 95% CI ({res.lo:.4f}, {res.hi:.4f}){flag}")
+    rows.append({"group": law.label, "E": res.E, "E_lo": res.lo, "E_hi": res.hi, "sizes": res.n})
+print(pl.DataFrame(rows) if rows else "no recipe with runs")
 
 # %% [markdown]
 # ## Muennighoff's data-constrained law, two stages

@@ -18,14 +18,16 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.fit.identified import why_not_identified
 from analysis.recipes.asymptotes import AsymptoteFit, fit_asymptote
-from analysis.recipes.cells import SizePoints
+from analysis.recipes.cells import SizePoints, best_cells, cell_columns, size_points
 from analysis.recipes.kim_law import min_sizes_e, one_dof_flag
+from analysis.recipes.rows import find_recipes
 
-__all__ = ["RecipeAsymptote", "recipe_asymptote", "unidentified"]
+__all__ = ["RecipeAsymptote", "RecipeLaw", "recipe_asymptote", "recipe_laws", "unidentified"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,36 @@ def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote
         why = None
     flag = one_dof_flag(points.n, fit.n_free, level) if why is None else None
     return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level, flag)
+
+
+@dataclass(frozen=True)
+class RecipeLaw:
+    """One recipe's law in N at one budget: its label, runs and ``recipe_asymptote``."""
+
+    label: str
+    runs: pl.DataFrame
+    asymptote: RecipeAsymptote
+
+
+def recipe_laws(data: pl.DataFrame, level: float = 0.95) -> tuple[list[RecipeLaw], str]:
+    """(each recipe's law in N at each unique-token budget U, where the recipes came from):
+    the recipes of ``analysis.recipes.rows`` (a table without recipes: each training-token
+    count D is a group), each size's best cell (``cells.best_cells``), ``recipe_asymptote``.
+    ``data``: fit-ready runs (``analysis.tables.runs.prepare_runs``: N, D, U, loss, ...).
+    What ``report.md``, ``infinite_compute.md`` and notebook 01 write of a recipe's E."""
+    budget = "U" if "U" in data.columns else "D"
+    try:
+        found = find_recipes(data)
+        recipes, source = list(found.predicates.items()), found.source
+    except AnalysisInputError:  # no recipes: each training-token count D is a group
+        recipes, budget = [("all runs", pl.lit(True))], "D"
+        source = "the whole table (no recipes found; one group per D)"
+    laws = []
+    for name, pred in recipes:
+        sub = data.filter(pred)
+        several = sub[budget].n_unique() > 1
+        for (u,), part in sorted(sub.group_by(budget), key=lambda kv: kv[0][0]):
+            cells, _ = best_cells(part, cell_columns(part))
+            label = f"{name}, {budget}={u:.3g}" if several else name
+            laws.append(RecipeLaw(label, part, recipe_asymptote(size_points(cells), level)))
+    return laws, source

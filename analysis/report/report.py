@@ -36,9 +36,7 @@ from analysis.plots.plots import (
 )
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.asymptotes import compare_asymptotes
-from analysis.recipes.cells import best_cells, cell_columns, size_points
-from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
-from analysis.recipes.rows import find_recipes
+from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_laws
 from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
@@ -69,25 +67,6 @@ def _fit_quiet(fn, *args, **kwargs) -> FitResult:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
         return fn(*args, **kwargs)
-
-
-def _recipe_groups(data: pl.DataFrame) -> tuple[list[str], list[tuple[str, pl.DataFrame]], str]:
-    """(columns, [(label, runs)], source): the runs of each recipe (``analysis.recipes.rows``,
-    the one owner) at each unique-token budget U; a table without recipes: each D."""
-    budget = "U" if "U" in data.columns else "D"
-    try:
-        found = find_recipes(data)
-        recipes, source = list(found.predicates.items()), found.source
-    except AnalysisInputError:  # no recipes: each training-token count D is a group
-        recipes, source, budget = [("all runs", pl.lit(True))], "the whole table (no recipes found; one group per D)", "D"
-    groups = []
-    for name, pred in recipes:
-        sub = data.filter(pred)
-        for (u,), part in sorted(sub.group_by(budget), key=lambda kv: kv[0][0]):
-            several = sub[budget].n_unique() > 1
-            label = f"{name}, {budget}={u:.3g}" if several else name
-            groups.append((label, part))
-    return ["recipe", budget], groups, source
 
 
 def _reason(why: str) -> str:
@@ -145,25 +124,23 @@ def write_report_status(
 
     # Per recipe and unique-token budget: the recipe law in N on each size's best cell, by the
     # one rule and engine of infinite_compute.md, compare and next (same E, interval, reason).
-    gcols, groups, source = _recipe_groups(data)
-    if outside := data.height - sum(sub.height for _, sub in groups):
+    laws, source = recipe_laws(data)
+    if outside := data.height - sum(law.runs.height for law in laws):
         status.append(f"power law in N: {outside} run(s) belong to no recipe ({source}); "
                       "not in any law in N")
     asym: dict[str, object] = {}
     fitted: list[tuple[str, RecipeAsymptote, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
-    section = Sections(LAWS_REPORT_FILE, len(groups) + 2, report)  # + the figures, the joint law
-    for name, sub in groups:
+    section = Sections(LAWS_REPORT_FILE, len(laws) + 2, report)  # + the figures, the joint law
+    for law in laws:
+        name, res, sub = law.label, law.asymptote, law.runs
         section(f"power law in N, {name}")
-        cells, _ = best_cells(sub, cell_columns(sub))
-        res = recipe_asymptote(size_points(cells))
-        sizes = int(cells["N"].n_unique())
         if res.why_not:
             status.append(f"power law in N, {name}: {_reason(res.why_not)}")
             unidentified.append((name, res.why_not, sub))
             continue
         flag = f" ({res.flag})" if res.flag else ""
-        status.append(f"power law in N, {name}: fitted on {sizes} sizes{flag}")
+        status.append(f"power law in N, {name}: fitted on {res.n} sizes{flag}")
         fitted.append((name, res, sub))
         asym[name] = res.fit
     section("power-law figures")
