@@ -12,7 +12,8 @@
   (grey pluses for (N, D)), labelled as such, its prediction interval at each held-out
   group in red and the group's measured optimum as an open red square. Points the law was
   asked to predict (``predict``: (x, hp*, lo, hi)) are green diamonds with their interval;
-  the drawn law reaches them.
+  the drawn law reaches them (points more than ``REACH`` times beyond the fitted range are
+  named in the legend only).
 
 The law's artists carry gids (``LAW_GID``, ``REFIT_GID``, ``PREDICT_GID``), so a test can
 read back what was drawn.
@@ -50,12 +51,15 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None,
     accepted group, the one printed). ``refit``: the law refitted without the held-out
     groups (``analysis.transfer.holdout.holdout_check``), drawn dashed as a secondary line
     (not drawn when None or ``fit`` itself); ``predict``: (x, hp*, lo, hi) per point to
-    mark (non-finite ones are skipped)."""
+    mark (one more than ``REACH`` times beyond the fitted range, or with no finite hp*,
+    is named in the legend only)."""
     first = fit.x[0]
     refit = None if refit is fit else refit
-    predict = [p for p in predict if np.isfinite(p[1]) and 0 < p[1] and np.isfinite(p[0][first])]
-    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
     vals = fit.table[first].to_numpy()
+    near = [p for p in predict if _plottable(p[1]) and vals.min() / REACH <= p[0][first] <= vals.max() * REACH]
+    off = [p for p in predict if not any(p is q for q in near)]
+    predict = near
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
     norm = LogNorm(vmin=vals.min(), vmax=max(vals.max(), vals.min() * 1.0001))
     cmap = plt.get_cmap("viridis")
     marker = _markers(fit)
@@ -124,10 +128,13 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None,
                          label=f"held out of the refit ({group_label(h.x, fit.x)}); "
                          "red bar: the refit's PI")
     for at, hp, lo, hi in predict:
-        band = [[hp - lo], [hi - hp]] if np.isfinite(lo) and np.isfinite(hi) else None
-        ax_r.errorbar([at[first]], [hp], yerr=band, fmt="D", ms=6, color="tab:green",
-                      mec="k", mew=0.5, capsize=4, zorder=5, gid=PREDICT_GID,
-                      label=f"predicted at {_point(at)}: {hp:.3g}")
+        band = [[hp - lo], [hi - hp]] if _plottable(lo, hi) else None
+        bar = ax_r.errorbar([at[first]], [hp], yerr=band, fmt="D", ms=6, color="tab:green",
+                            mec="k", mew=0.5, capsize=4, zorder=5,
+                            label=f"predicted at {_point(at)}: {hp:.3g}")
+        bar.lines[0].set_gid(PREDICT_GID)  # the marker (not the caps)
+    for at, hp, _, _ in off:  # named in the legend, not drawn
+        ax_r.plot([], [], " ", label=f"predicted at {_point(at)}: {hp:.3g} (off the figure)")
     ax_r.set_xscale("log")
     ax_r.set_yscale("log")
     # plain numbers (2, 0.01), not 2x10^0; minor ticks labelled as matplotlib's log axis
@@ -176,6 +183,17 @@ def _markers(fit: TransferFit):
 def _law_text(fit: TransferFit, title: str = "law") -> str:
     terms = " ".join(f"{v}^{a:.3f}" for v, a in zip(fit.x, fit.law.coef[1:]))
     return f"{title}: {fit.law.c:.3g} {terms}"
+
+
+REACH = 1e8
+"""A --predict point is drawn when its first x is within this factor of the fitted groups'
+range (beyond it, named in the legend only: the fitted groups would be a dot)."""
+
+
+def _plottable(*values: float) -> bool:
+    """Every value finite and within 1e-300 to 1e300, where a log axis (and its margins)
+    stays inside the float range."""
+    return all(np.isfinite(v) and 1e-300 <= v <= 1e300 for v in values)
 
 
 def _point(at: dict[str, float]) -> str:

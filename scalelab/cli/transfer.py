@@ -248,9 +248,9 @@ def _fitted_span(fit, at: dict[str, float]) -> str:
     for v in fit.x:
         low, high, x = float(ok[v].min()), float(ok[v].max()), at[v]
         if x > high * (1 + 1e-9):
-            outside.append(f"{v} is {_times(x / high)} the largest fitted {v} ({_num(high)})")
+            outside.append(f"{v} is {_times(x, high)} the largest fitted {v} ({_num(high)})")
         elif x < low * (1 - 1e-9):
-            outside.append(f"{v} is {_times(low / x)} below the smallest fitted {v} ({_num(low)})")
+            outside.append(f"{v} is {_times(low, x)} below the smallest fitted {v} ({_num(low)})")
         else:
             inside.append(f"{v} {_num(low)} to {_num(high)}")
     if not outside:
@@ -260,7 +260,12 @@ def _fitted_span(fit, at: dict[str, float]) -> str:
     return f"extrapolation: {'; '.join(outside)}{rest}"
 
 
-def _times(ratio: float) -> str:
+def _times(big: float, small: float) -> str:
+    """``3.33x``, ``3,333x``, ``5e+303x``: big / small (computed in logs: it may overflow)."""
+    decades = math.log10(big) - math.log10(small)
+    if decades >= 300:
+        return f"10^{decades:.1f}x"
+    ratio = 10 ** decades
     return f"{ratio:,.0f}x" if 100 <= ratio < 1e7 else f"{ratio:.3g}x"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,58 @@ def test_hostile_argument_on_a_table_of_runs(world, tmp_path, monkeypatch, comma
     args = _invocation(command, param, value, world, tmp_path, TABLE_BASE)
     outcome = run_cli(args)
     assert outcome.ok, outcome.describe(args)
+
+
+PREDICT_HOSTILE = ("N=1e400", "N=-1", "N=0", "N=nan", "N=inf", "n=1e9", "D=1e9", "N=1e9,D=1e9",
+                   "N=1e9,", "N==1", "=1", ",", "N=1e300", "N=5e-324", "N=1.7e308", "N=1e-300",
+                   "N=0x10", "N=1_000", "N=" + "9" * 400, "N=1e9\nD=1")
+"""For ``transfer --predict``: besides ``HOSTILE`` (run above like every option), points a
+law could choke on: names it does not use, values at and beyond the float range, a
+prediction so far out that its hp* and the figure's axes leave the float range."""
+PREDICT_VALID = ("N=1e300", "N=5e-324", "N=1.7e308", "N=1e-300", "N=1_000")
+"""Of those, the points a law in N predicts (far out: named in the figure's legend only)."""
+
+
+LAW_BASE = {"transfer": (["{law_sweep}"], ["--hp", "optim.lr", "--holdout-largest", "1",
+                                         "--out", "{tmp}/transfer"])}
+"""A sweep whose lr law fits (the tiny sweep's weight decay has 2 values per size: refused
+before any prediction), with norms records and a held-out refit in the figure."""
+
+
+@pytest.fixture(scope="module")
+def law_world(world, tmp_path_factory) -> dict[str, str]:
+    """``world`` and ``law_sweep``: a synthetic sweep (known lr law, 6 sizes, norms)."""
+    import os
+
+    import numpy as np
+    import polars as pl
+
+    from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
+    from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+
+    sweep = tmp_path_factory.mktemp("fuzz_law") / "sweep"
+    runs, norms = synthetic_sweep(TransferTruth(), np.geomspace(5e3, 3e5, 6), rng=1)
+    for rid in runs["run_id"]:
+        (sweep / RUNS_FOLDER / f"run-{rid}").mkdir(parents=True)
+        norms.filter(pl.col("run_id") == rid).write_parquet(sweep / RUNS_FOLDER / f"run-{rid}" / NORMS_FILE)
+    runs.with_columns(pl.format("{}/run-{}", pl.lit(RUNS_FOLDER), pl.col("run_id")).alias("run_dir")
+                      ).write_parquet(sweep / RUNS_FILE)
+    later = (sweep / RUNS_FILE).stat().st_mtime + 60  # fresh: no collect
+    os.utime(sweep / RUNS_FILE, (later, later))
+    return {**world, "law_sweep": str(sweep)}
+
+
+@pytest.mark.parametrize("base", [BASE, TABLE_BASE, LAW_BASE], ids=["sweep", "table", "law"])
+@pytest.mark.parametrize("value", PREDICT_HOSTILE)
+def test_hostile_transfer_predict(law_world, tmp_path, monkeypatch, base, value):
+    monkeypatch.chdir(tmp_path)
+    param = next(p for p in _commands()["transfer"] if p.name == "predict")
+    args = _invocation("transfer", param, value, law_world, tmp_path, base)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = run_cli(args)
+    assert outcome.ok, outcome.describe(args)
+    overflow = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not overflow, (overflow, outcome.describe(args))  # e.g. exp overflow on an axis
+    if base is LAW_BASE and value in PREDICT_VALID:  # printed, and the figure saved
+        assert outcome.code == 0, outcome.describe(args)
