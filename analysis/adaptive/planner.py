@@ -220,10 +220,25 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
         mine = [dataclasses.replace(a, recipe=name)
                 for a in actions(sub, points, done_keys, cost) if np.isfinite(a.cost)]
         acts += mine
-    gain0, width_now = _gains(target, states, acts, studentized)
 
-    # First pass: every action scored on the current design (the table's columns).
-    info: dict[str, tuple] = {}
+    def follow(a: Action, taken: set[str]) -> Action | None:  # the cell's next seed
+        nxt = _next_replicate(states[a.recipe].space, a.N, a.cell, done_keys | taken, cost)
+        return None if nxt is None else dataclasses.replace(nxt, recipe=a.recipe)
+
+    return greedy_plan(target, states, acts, pending, cost, follow, batch=batch,
+                       budget_left=budget_left, studentized=studentized)
+
+
+def greedy_plan(target: Target, states: dict[str, _Recipe], acts: list[Action],
+                pending: pl.DataFrame, cost: Callable[[list[str]], float],
+                follow: Callable[[Action, set[str]], Action | None], *, batch: int,
+                budget_left: float, studentized: bool) -> Plan:
+    """The batch: every action scored on the current design, then greedily the best gain per
+    unit cost, each choice added to its recipe's design before the next is scored (a chosen
+    replicate makes way for ``follow(action, chosen keys)``, the same cell's next seed).
+    The one selection engine of ``plan_next`` and ``recipe_design.plan_recipes``."""
+    gain0, width_now = _gains(target, states, acts, studentized)
+    info: dict[str, tuple] = {}  # first pass: every action on the current design
     for a, g in zip(acts, gain0):
         for k in a.keys:
             info.setdefault(k, (a.recipe, a.kind, a.cost, float(g), float(g) / a.cost))
@@ -246,11 +261,8 @@ def plan_next(space: CandidateSpace, done: pl.DataFrame, pending: pl.DataFrame, 
         chosen += keys
         left -= costs[i]
         states[a.recipe].add(a)
-        if a.kind == "replicate":  # the next seed of the same cell, if any
-            nxt = _next_replicate(states[a.recipe].space, a.N, a.cell, done_keys | set(chosen), cost)
-            if nxt is not None:
-                avail.append(dataclasses.replace(nxt, recipe=a.recipe))
-
+        if a.kind == "replicate" and (nxt := follow(a, set(chosen))) is not None:
+            avail.append(nxt)
     keys = pending["key"].to_list()
     none = (None, None, None, 0.0, 0.0)
     rank = {k: i for i, k in enumerate(chosen)}

@@ -31,13 +31,12 @@ candidate frame as its "space".
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import polars as pl
 
-from analysis.adaptive.planner import Action, Plan, _gains, _Recipe
+from analysis.adaptive.planner import Action, Plan, _Recipe, greedy_plan
 from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.adaptive.target_fits import SizePoints, TargetFit, estimate, fit_target
 from analysis.adaptive.targets import Summary, Target
@@ -155,50 +154,17 @@ def plan_recipes(target: Target, done: pl.DataFrame, pending: pl.DataFrame, trie
             if np.isfinite(a.cost):
                 acts.append(dataclasses.replace(a, recipe=name))
                 cell_of[id(acts[-1])] = cell
-    gain0, width_now = _gains(target, states, acts, studentized) if acts else (np.zeros(0), math.nan)
-    info: dict[str, tuple] = {}
-    for a, g in zip(acts, gain0):
-        for k in a.keys:
-            info.setdefault(k, (a.recipe, a.kind, a.cost, float(g), float(g) / a.cost))
-    chosen: list[str] = []
-    left = float(budget_left)
-    avail = list(acts)
-    while len(chosen) < batch and avail:
-        gains, _ = _gains(target, states, avail, studentized)
-        room = batch - len(chosen)
-        new_keys = [[k for k in a.keys if k not in chosen][:room] for a in avail]
-        costs = np.array([cost(keys) for keys in new_keys])
-        ok = (gains > 0) & (costs <= left) & np.array([bool(k) for k in new_keys])
-        if not ok.any():
-            break
-        i = int(np.argmax(np.where(ok, gains / np.maximum(costs, 1e-300), -np.inf)))
-        a = avail.pop(i)
-        keys = new_keys[i]
-        for k in keys:
-            info.setdefault(k, (a.recipe, a.kind, a.cost, float(gains[i]), float(gains[i] / costs[i])))
-        chosen += keys
-        left -= costs[i]
-        states[a.recipe].add(a)
-        if a.kind == "replicate":  # the next seed of the same cell, if any
-            st = states[a.recipe]
-            nxt = _next_seed(st.space, a.N, cell_of[id(a)], taken | set(chosen), cost)
-            if nxt is not None:
-                avail.append(dataclasses.replace(nxt, recipe=a.recipe))
-                cell_of[id(avail[-1])] = cell_of[id(a)]
-    keys = pending["key"].to_list()
-    none = (None, None, None, 0.0, 0.0)
-    rank = {k: i for i, k in enumerate(chosen)}
-    table = pending.with_columns(
-        pl.Series("recipe", [info.get(k, none)[0] for k in keys], dtype=pl.String),
-        pl.Series("action", [info.get(k, none)[1] for k in keys], dtype=pl.String),
-        pl.Series("action_cost", [info.get(k, none)[2] for k in keys], dtype=pl.Float64),
-        pl.Series("gain", [info.get(k, none)[3] for k in keys], dtype=pl.Float64),
-        pl.Series("score", [info.get(k, none)[4] for k in keys], dtype=pl.Float64),
-        pl.Series("selected", [k in rank for k in keys], dtype=pl.Boolean),
-        pl.Series("rank", [rank.get(k) for k in keys], dtype=pl.Int64),
-    )
-    first = next(iter(states.values())).posterior
-    return Plan(table, table.filter(pl.col("selected")).sort("rank"), first, width_now)
+
+    def follow(a: Action, chosen: set[str]) -> Action | None:  # the cell's next seed
+        nxt = _next_seed(states[a.recipe].space, a.N, cell_of[id(a)], taken | chosen, cost)
+        if nxt is None:
+            return None
+        out = dataclasses.replace(nxt, recipe=a.recipe)
+        cell_of[id(out)] = cell_of[id(a)]
+        return out
+
+    return greedy_plan(target, states, acts, pending, cost, follow, batch=batch,
+                       budget_left=budget_left, studentized=studentized)
 
 
 def recipe_frames(candidates: pl.DataFrame, predicates: Mapping[str, pl.Expr]
