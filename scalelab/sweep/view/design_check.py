@@ -35,7 +35,6 @@ constants are read from one config per block), fast on a 1e7-run plan.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +44,6 @@ import polars as pl
 __all__ = ["Finding", "block_constants", "check", "check_plan", "launch_lines", "lines"]
 
 OK, WEAK, NOT_IDENTIFIED = "ok", "weak", "not identified"
-_SEEDS = ("seed", "member", "train.init_seed", "data.seed", "data.subset_seed")
 _NOT_HP = ("model.", "extra.", "distill.", "data.unique_tokens", "data.dataset")
 """Axis prefixes that are not hyperparameters of a transfer law (sizes, tags, budgets)."""
 _T_INTERVAL = 0.975
@@ -389,7 +387,9 @@ def _ensemble_findings(runs: pl.DataFrame, names: Any, cost: _Cost) -> list[Find
 
 def _hps(runs: pl.DataFrame, axes: Sequence[str]) -> list[str]:
     """The axes that are hyperparameters (not sizes, tags, budgets, seeds)."""
-    return [a for a in dict.fromkeys(axes) if a in runs.columns and a not in (*_SEEDS, "block", "N")
+    from analysis.recipes.cells import SEED_COLUMNS  # the one list of seed keys
+
+    return [a for a in dict.fromkeys(axes) if a in runs.columns and a not in (*SEED_COLUMNS, "block", "N")
             and not a.startswith(_NOT_HP)]
 
 
