@@ -91,6 +91,9 @@ def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote
     return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level, flag)
 
 
+_ALL = "all runs"
+
+
 @dataclass(frozen=True)
 class RecipeLaw:
     """One recipe's law in N at one budget: its label, runs and ``recipe_asymptote``."""
@@ -111,7 +114,7 @@ def recipe_laws(data: pl.DataFrame, level: float = 0.95) -> tuple[list[RecipeLaw
         found = find_recipes(data)
         recipes, source = list(found.predicates.items()), found.source
     except AnalysisInputError:  # no recipes: each training-token count D is a group
-        recipes, budget = [("all runs", pl.lit(True))], "D"
+        recipes, budget = [(_ALL, pl.lit(True))], "D"
         source = "the whole table (no recipes found; one group per D)"
     laws = []
     for name, pred in recipes:
@@ -119,6 +122,7 @@ def recipe_laws(data: pl.DataFrame, level: float = 0.95) -> tuple[list[RecipeLaw
         several = sub[budget].n_unique() > 1
         for (u,), part in sorted(sub.group_by(budget), key=lambda kv: kv[0][0]):
             cells, _ = best_cells(part, cell_columns(part))
-            label = f"{name}, {budget}={u:.3g}" if several else name
+            at = f"{budget}={u:.3g}"
+            label = at if name == _ALL else (f"{name}, {at}" if several else name)
             laws.append(RecipeLaw(label, part, recipe_asymptote(size_points(cells), level)))
     return laws, source

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -52,7 +53,9 @@ def test_generation_waits_for_teachers_and_student_for_generation(tmp_path):
     sweep = root / "distill_slurm"
     (gen,) = list((sweep / "generate").iterdir())
     runs = sorted((sweep / "runs").iterdir())
-    student = next(r for r in runs if r.name.startswith("student"))
+    plan = pl.read_parquet(sweep / "plan.parquet")  # run directories are named by identity
+    (student_dir,) = plan.filter(pl.col("block") == "student")["run_dir"].to_list()
+    student = next(r for r in runs if r == sweep / student_dir)
     teachers = [r for r in runs if r != student]
     jobs = [p.name for p in (sweep / "jobs").iterdir() if p.name.isdigit()]  # submitit folders
     assert len(jobs) == 3, jobs  # the teachers' array, the generation, the student
