@@ -77,6 +77,8 @@ def plot_transfer(fit: TransferFit, holdout: list[HeldOut] | None = None,
             ax_l.scatter([row["hp_opt"]], [row["loss_opt"]], marker="*", s=90, color=colour,
                          edgecolors="k", lw=0.5, zorder=4)
     ax_l.set_xscale("log")
+    ax_l.xaxis.set_major_formatter(FuncFormatter(_plain))  # as the right panel's hp axis
+    ax_l.xaxis.set_minor_formatter(FuncFormatter(_two_five))
     ax_l.set_xlabel(fit.hp)
     ax_l.set_ylabel(LOSS_LABEL if fit.best_over is None else f"{LOSS_LABEL}, profiled over {fit.best_over}")
     ax_l.set_title("loss against hp per group, fitted valleys (stars: optima)", fontsize=9)
@@ -162,6 +164,13 @@ def _plain(value: float, _pos=None) -> str:
     if 1e-4 <= value < 1e5:
         return f"{value:g}"
     return f"$10^{{{np.log10(value):.0f}}}$"
+
+
+def _two_five(value: float, _pos=None) -> str:
+    """A minor tick of a horizontal log axis labelled only at 2 and 5 x 10^k (0.02, 0.05):
+    every minor label of a 1-2 decade axis runs its neighbours together."""
+    mantissa = value / 10 ** np.floor(np.log10(value) + 1e-9)
+    return _plain(value) if round(mantissa, 6) in (2.0, 5.0) else ""
 
 
 class _PlainMinor(LogFormatter):
