@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analysis.recipes.infinite_compute import RecipeAnalysis, reportable, unidentified
+from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
+from analysis.recipes.extrapolation import MIN_REFIT
+from analysis.recipes.infinite_compute import RecipeAnalysis, flag_of, reportable, unidentified
 from analysis.recipes.kim_law import SCALE
 from analysis.recipes.verdicts import recipe_level
-from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
 
 __all__ = ["plot_recipes"]
 
@@ -45,11 +46,13 @@ def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool
     if reportable(fit) is not None:
         return True, band, False
     lo, hi = fit.ci()
+    one_dof = " (1 residual dof)" if flag_of(fit) else ""
     ax.axhspan(lo, hi, color=style["color"], alpha=0.10, lw=0, zorder=0)
     ax.axhline(fit.C, ls="--", color=style["color"], lw=1.1, alpha=0.8, zorder=1,
-               label=f"  asymptote C = {fit.C:.3f}, 95% CI band [{lo:.3f}, {hi:.3f}]")
-    ax.plot([x.max()], [fit.y[np.argmax(fit.x)]], "o", ms=13, mfc="none", mec=style["color"],
-            mew=1.2, zorder=4, label="  held out in the extrapolation check")
+               label=f"  asymptote C = {fit.C:.3f}, 95% CI band [{lo:.3f}, {hi:.3f}]{one_dof}")
+    if fit.x.size - 1 >= MIN_REFIT:  # the check ran (its refit keeps a residual dof)
+        ax.plot([x.max()], [fit.y[np.argmax(fit.x)]], "o", ms=13, mfc="none", mec=style["color"],
+                mew=1.2, zorder=4, label="  held out in the extrapolation check")
     return True, band, True
 
 
@@ -155,7 +158,10 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
         if curves:
             drawn.append("lines: A/N^B + C fits" + (", shaded: 95% bands" if bands else ""))
         if asymptotes:
-            drawn.append("dashed: asymptote C with its CI band; ringed: held out")
+            ringed = any(h.get_label().strip().startswith("held out")
+                         for h in ax.get_lines())
+            drawn.append("dashed: asymptote C with its CI band"
+                         + ("; ringed: held out" if ringed else ""))
         if dotted:
             drawn.append("dotted: an overfitting recipe's best - 2 sigma")
         key = "\n".join(f"{d};" if i < len(drawn) - 1 else d for i, d in enumerate(drawn))
