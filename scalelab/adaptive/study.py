@@ -126,8 +126,10 @@ def _part(spec: Spec, block: str) -> tuple[Spec, str | None]:
         return dataclasses.replace(spec, blocks=()), TOP_BLOCK
     found = dict(spec.blocks)
     if block not in found:
-        raise spec.error(f"an adaptive study is one grid: the block '{block}'; this spec's "
-                         f"blocks are {sorted(found)}{did_you_mean(block, found)}", "blocks")
+        raise spec.error(f"`sweep --adaptive` walks one grid, the block '{block}'; this spec's "
+                         f"blocks are {sorted(found)}{did_you_mean(block, found)}: on any study, "
+                         "run `scalelab next SWEEP` and launch the next.yaml it writes, each round",
+                         "blocks")
     return found[block], block
 
 
