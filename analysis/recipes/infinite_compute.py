@@ -63,8 +63,17 @@ from analysis.recipes.asymptotes import (
     fit_asymptote,
 )
 
-__all__ = ["MIN_POINTS", "MIN_POINTS_E", "Blocks", "flag_of", "RecipeAnalysis", "analyze", "ensemble_beats_members",
-           "reportable", "unidentified"]
+__all__ = [
+    "MIN_POINTS",
+    "MIN_POINTS_E",
+    "Blocks",
+    "RecipeAnalysis",
+    "analyze",
+    "ensemble_beats_members",
+    "flag_of",
+    "reportable",
+    "unidentified",
+]
 
 MIN_POINTS = MIN_SIZES
 """Points a 3-parameter fit needs before a multiplier from its asymptote is written:

@@ -37,8 +37,18 @@ import numpy as np
 from analysis import AnalysisInputError
 from analysis.recipes.extrapolation import count_label as _count
 
-__all__ = ["Z", "RecipeLevel", "Rise", "Verdict", "recipe_verdict", "replicate_sigma",
-           "recipe_level", "rises_with_n", "run_sigma", "scatter_sigma"]
+__all__ = [
+    "RecipeLevel",
+    "Rise",
+    "Verdict",
+    "Z",
+    "recipe_level",
+    "recipe_verdict",
+    "replicate_sigma",
+    "rises_with_n",
+    "run_sigma",
+    "scatter_sigma",
+]
 
 Z = 2.0
 """Sigmas a best observed loss is taken to lie within (about 95% for Gaussian noise)."""

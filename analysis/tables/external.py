@@ -55,8 +55,17 @@ import polars as pl
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.tables.safe_parquet import CorruptParquetError, one_line, read_parquet_checked
 
-__all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "ExternalRuns", "ExternalTableError",
-           "LOSS_ALIASES", "is_table_path", "output_folder", "read_external", "to_runs_table"]
+__all__ = [
+    "CSV_SUFFIXES",
+    "LOSS_ALIASES",
+    "PARQUET_SUFFIXES",
+    "ExternalRuns",
+    "ExternalTableError",
+    "is_table_path",
+    "output_folder",
+    "read_external",
+    "to_runs_table",
+]
 
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")

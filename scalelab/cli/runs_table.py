@@ -23,8 +23,14 @@ import typer
 from scalelab.errors import UserError
 from scalelab.store.layout import PLAN_FILE, RUNS_FILE, RUNS_FOLDER
 
-__all__ = ["fresh_runs_table", "is_runs_file", "read_runs_file", "read_runs_table",
-           "runs_file_folder", "TABLE_LOSS"]
+__all__ = [
+    "TABLE_LOSS",
+    "fresh_runs_table",
+    "is_runs_file",
+    "read_runs_file",
+    "read_runs_table",
+    "runs_file_folder",
+]
 
 TABLE_LOSS = "final_loss"
 """The loss column of a table read by ``read_runs_file`` (whatever the table called it)."""
