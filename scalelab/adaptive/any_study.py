@@ -42,6 +42,7 @@ import polars as pl
 import yaml
 
 from scalelab import yamlsafe
+from scalelab.adaptive.block import BlockSpec, plain_value, written_spec
 from scalelab.errors import UserError
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.plan.table import Plan
@@ -242,7 +243,7 @@ def any_block_tree(study: AnyStudy, run_ids: Sequence[str]) -> dict:
         if name is not None and not (name == TOP_BLOCK and (study.spec.grid or study.spec.zip)):
             block |= {k: raw[k] for k in BLOCK_KEYS if raw.get(k) is not None}
         keys = [*part.grid, *(k for g in part.zip for k in g)]
-        values = {k: [_plain(v) for v in group[k].to_list()] for k in keys}
+        values = {k: [plain_value(v) for v in group[k].to_list()] for k in keys}
         if raw.get("seeds") is not None:
             values |= {k: [int(s) for s in group["seed"].to_list()] for k in SEED_KEYS}
         if values:
@@ -254,27 +255,7 @@ def any_block_tree(study: AnyStudy, run_ids: Sequence[str]) -> dict:
     return out
 
 
-@dataclass(frozen=True)
-class AnyBlockSpec:
-    text: str
-    plan: Plan
-
-
-def any_block_spec(study: AnyStudy, run_ids: Sequence[str]) -> AnyBlockSpec:
+def any_block_spec(study: AnyStudy, run_ids: Sequence[str]) -> BlockSpec:
     """``any_block_tree`` as YAML text and its plan, checked to expand to exactly ``run_ids``."""
-    text = (f"# {len(run_ids)} run(s) of the study {study.spec.file}; launch them "
-            "with: scalelab sweep THIS_FILE\n"
-            + yaml.safe_dump(any_block_tree(study, run_ids), sort_keys=False,
-                             default_flow_style=None))
-    plan = expand(parse_spec(text, file="<adaptive block>"), datasets=study.datasets)
-    got = plan.table["run_id"].to_list()
-    if sorted(got) != sorted(run_ids) or len(got) != len(run_ids):
-        raise RuntimeError(f"the adaptive blocks expand to {sorted(got)}, not the chosen "
-                           f"{sorted(run_ids)}")
-    return AnyBlockSpec(text, plan)
-
-
-def _plain(value):
-    if isinstance(value, pl.Series):
-        return value.to_list()
-    return list(value) if isinstance(value, tuple) else value
+    return written_spec(any_block_tree(study, run_ids), f"the study {study.spec.file}",
+                        study.datasets, run_ids)

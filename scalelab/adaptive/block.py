@@ -36,7 +36,7 @@ from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.plan.table import Plan
 from scalelab.sweep.spec.load import parse_spec
 
-__all__ = ["BLOCK_NAME", "BlockSpec", "block_spec", "block_tree"]
+__all__ = ["BLOCK_NAME", "BlockSpec", "block_spec", "block_tree", "plain_value", "written_spec"]
 
 BLOCK_NAME = "adaptive"
 TOP_KEYS = ("name", "description", "base", "derive", "launcher")
@@ -60,7 +60,7 @@ def block_tree(study: Study, run_ids: Sequence[str]) -> dict:
     index = {rid: i for i, rid in enumerate(table["run_id"].to_list())}
     rows = table[[index[r] for r in run_ids]]
     keys = [*study.part.grid, *(k for group in study.part.zip for k in group)]
-    values = {k: [_plain(v) for v in rows[k].to_list()] for k in keys}
+    values = {k: [plain_value(v) for v in rows[k].to_list()] for k in keys}
     if study.part.seeds is not None:
         values |= {k: [int(s) for s in rows["seed"].to_list()] for k in SEED_KEYS}
     block["zip"] = [values]
@@ -78,18 +78,24 @@ class BlockSpec:
 
 def block_spec(study: Study, run_ids: Sequence[str]) -> BlockSpec:
     """``block_tree`` as YAML text and its plan, checked to expand to exactly ``run_ids``."""
-    text = (f"# {len(run_ids)} run(s) of the adaptive study {study.spec.file}; launch them "
-            "with: scalelab sweep THIS_FILE\n"
-            + yaml.safe_dump(block_tree(study, run_ids), sort_keys=False, default_flow_style=None))
-    plan = expand(parse_spec(text, file="<adaptive block>"), datasets=study.datasets)
+    return written_spec(block_tree(study, run_ids), f"the adaptive study {study.spec.file}",
+                        study.datasets, run_ids)
+
+
+def written_spec(tree: dict, what: str, datasets, run_ids: Sequence[str]) -> BlockSpec:
+    """The spec ``tree`` as YAML text (headed by how to launch it) and its plan, checked to
+    expand to exactly ``run_ids``: the one writer of ``next``'s spec, grid or any study."""
+    text = (f"# {len(run_ids)} run(s) of {what}; launch them with: scalelab sweep THIS_FILE\n"
+            + yaml.safe_dump(tree, sort_keys=False, default_flow_style=None))
+    plan = expand(parse_spec(text, file="<adaptive block>"), datasets=datasets)
     got = plan.table["run_id"].to_list()
     if sorted(got) != sorted(run_ids) or len(got) != len(run_ids):
-        raise RuntimeError(f"the adaptive block expands to {sorted(got)}, not the chosen "
+        raise RuntimeError(f"the adaptive block(s) expand to {sorted(got)}, not the chosen "
                            f"{sorted(run_ids)}")
     return BlockSpec(text, plan)
 
 
-def _plain(value):
+def plain_value(value):
     """A plan-table value as YAML writes it (tuples as lists)."""
     if isinstance(value, pl.Series):
         return value.to_list()
