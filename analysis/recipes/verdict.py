@@ -300,7 +300,8 @@ def recipe_level(name: str, *, E: float, lo: float, hi: float, se: float, why_no
         raise AnalysisInputError(f"m must hold one seed count >= 1 per point, got {m}")
     rise = rises_with_n(n, loss, sigma / np.sqrt(m.min()))
     if not rise:
-        return f"{name} vs N {why_not}; and its loss does not rise with N ({rise.line})"
+        return (f"{name} vs N {why_not}; nor is it held to its best observed loss: its loss "
+                f"does not rise with N past its best by more than {Z:g} sigma ({rise.line})")
     m_best = float(m[n == rise.best_n].min())
     return RecipeLevel.best_observed(name, rise.best, sigma / np.sqrt(m_best), at_n=rise.best_n,
                                      sigma_from=sigma_from if m_best == 1 else
