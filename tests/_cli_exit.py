@@ -13,3 +13,10 @@ def exit_code(argv) -> int:
     with pytest.raises(SystemExit) as exc:
         main([str(a) for a in argv])
     return exc.value.code
+
+
+def run_cli(argv, capsys) -> tuple[int, str, str]:
+    """``exit_code`` with the output: (exit code, 0 for None; stdout; stderr)."""
+    code = exit_code(argv)
+    out, err = capsys.readouterr()
+    return int(code or 0), out, err

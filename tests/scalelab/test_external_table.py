@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from _cli_exit import run_cli as run
 
 from analysis.tables.external import read_external, to_runs_table
-from scalelab.cli import main
 
 SIZES = (5.6e3, 1e4, 1.5e4, 2.6e4, 4.1e4, 8e4, 1.32e5)
 LAWS = {"adamw": (0.06, 0.40, 2.25), "muon": (0.05, 0.45, 1.95)}
@@ -44,13 +44,6 @@ def study(seed: int = 0, noise: float = 0.005) -> pl.DataFrame:
                                  "lr_mult": m,
                                  "loss": law + 0.05 * math.log(m) ** 2 + noise * rng.standard_normal()})
     return pl.DataFrame(rows)
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 @pytest.fixture(autouse=True)

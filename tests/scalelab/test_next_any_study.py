@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from _cli_exit import run_cli as run
 
 from scalelab.adaptive.any_study import load_any_study
-from scalelab.cli import main
 from scalelab.sweep.plan.datasets import dataset_facts
 from scalelab.sweep.plan.expand import load_plan
 from scalelab.sweep.spec.load import load_spec
@@ -28,13 +28,6 @@ E = {"adamw": 3.0, "muon": 2.8}
 @pytest.fixture(autouse=True)
 def wide(monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 def fake_sweep(spec: Path, sweep: Path) -> pl.DataFrame:

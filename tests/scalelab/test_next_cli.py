@@ -11,10 +11,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _cli_exit import run_cli as run
 from adaptive_train import PRESETS, spec_text
 
 from scalelab.adaptive.study import load_study
-from scalelab.cli import main
 from scalelab.sweep.plan.expand import load_plan
 from scalelab.sweep.spec.load import load_spec
 
@@ -25,13 +25,6 @@ def write(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as done:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return int(done.value.code or 0), out, err
 
 
 @pytest.fixture(autouse=True)
