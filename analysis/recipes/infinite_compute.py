@@ -253,7 +253,8 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         raise AnalysisInputError(f"runs table lacks {sorted(missing)} (run `scalelab collect SWEEP`)")
     runs, stale = drop_stale(runs)
     notes += [stale] if stale else []
-    rows = find_recipes(runs, recipes, ref_wd=ref_wd, tuned_block=blocks.tuned)
+    rows = find_recipes(runs, recipes, ref_wd=ref_wd, tuned_block=blocks.tuned,
+                        role_blocks=(blocks.data, blocks.ensemble, *blocks.students))
     ref_name = reference_recipe(rows, reference)
     done = runs.filter((pl.col("state") == "COMPLETED") & pl.col(loss).is_finite())
     if dropped := runs.height - done.height:

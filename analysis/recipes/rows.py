@@ -14,7 +14,8 @@ set of runs, found in this order:
 3. Kim's block layout (``sweeps/demo.yaml``): in the ``tuned`` block and any block named
    ``tuned-*`` (extra tuning cells, e.g. longer training for some sizes), "standard" is the
    runs at the reference weight decay and "regularized" all of them (the best over wd);
-4. else one recipe per block (its name).
+4. else one recipe per block (its name), but the blocks of other roles (``ROLE_BLOCKS``:
+   the data budgets, ensemble members, distilled students), which are no law in N.
 
 The predicates are polars expressions over config columns, so they select runs in
 ``runs.parquet`` and candidates in ``plan.parquet`` alike (they share those columns).
@@ -32,7 +33,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.tables.select import parse_where
 
-__all__ = ["RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
+__all__ = ["ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
            "recipe_predicate", "reference_recipe", "split_conditions"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -134,8 +135,14 @@ def _conditions(conds: Sequence[str] | Mapping[str, str]) -> tuple[str, ...]:
     return tuple(conds)
 
 
+ROLE_BLOCKS = ("data", "ensemble", "distill-ensemble", "self-distill")
+"""Blocks that are no recipe of their own (``infinite_compute.Blocks``' defaults): the data
+budgets of the reference recipe, ensemble members, distilled students."""
+
+
 def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,
-                 ref_wd: float = 0.1, tuned_block: str = "tuned") -> RecipeRows:
+                 ref_wd: float = 0.1, tuned_block: str = "tuned",
+                 role_blocks: Sequence[str] = ROLE_BLOCKS) -> RecipeRows:
     """The recipes of ``runs`` (see the module docstring); raises AnalysisInputError with
     what is missing when none can be found."""
     if filters:
@@ -157,7 +164,9 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
         return RecipeRows({"standard": tuned & ref, "regularized": tuned},
                           f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; "
                           "regularized: best over wd)")
-    if "block" in runs.columns and (blocks := sorted(runs["block"].drop_nulls().unique().to_list())):
+    blocks = (sorted(b for b in runs["block"].drop_nulls().unique().to_list() if b not in role_blocks)
+              if "block" in runs.columns else [])
+    if blocks:
         return RecipeRows({b: pl.col("block") == b for b in blocks},
                           "the blocks (no extra.recipe set: one recipe per block)")
     raise AnalysisInputError(

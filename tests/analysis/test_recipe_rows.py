@@ -102,3 +102,11 @@ def test_bad_conditions_name_the_column_or_the_value():
         recipe_predicate(("block=a|",), runs.schema)
     with pytest.raises(AnalysisInputError, match="unknown column 'blok'.*block"):
         recipe_predicate(("blok=a|b",), runs.schema)
+
+
+def test_one_recipe_per_block_leaves_out_data_ensemble_and_student_blocks():
+    runs = pl.concat([_study_runs().drop("extra.recipe"),
+                      pl.DataFrame({"block": ["data", "ensemble", "self-distill"],
+                                    "N": [1e4] * 3, "optim.name": ["adamw"] * 3})])
+    found = find_recipes(runs)
+    assert list(found.predicates) == ["adamw-x1", "adamw-x3", "muon-x1", "muon-x3"]
