@@ -25,9 +25,21 @@ degree of freedom, the least with which a residual scale (and a profile threshol
 profile_threshold.py) exists, and is ``fit_law``'s own rule (laws/checks.py). Stage 2 is
 checked the same way by ``fit_law``.
 
-After stage 2, R_D* and R_N* that sit at a bound or have a flat profile (a decade moves the
-deviance by < 2: fit/saturation_identified.py) are listed in the result's
-``not_identified`` and named in its warnings (an ``IdentifiabilityWarning``).
+Identifiability of every stage reaches the result (``warnings``, ``not_identified``), not
+only Python warnings:
+
+- stage 1's own warnings (too few runs per parameter, a flat valley, a bound) are carried
+  into the result's ``warnings``, prefixed "stage 1 (base law on n runs)";
+- R_D* and R_N* that sit at a bound, have a flat profile (a decade moves the deviance by
+  < 2) or a 95% profile interval that runs to the box (fit/saturation_identified.py) are
+  listed in ``not_identified``;
+- when stage 1 was run here, its runs are resampled ``base_resamples`` times and both
+  stages refitted (fit/base_dependence.py): a constant that moves over more than a decade
+  with the base is listed too. Stage 2's profile is conditional on the base and cannot see
+  this; on Muennighoff et al.'s own 182 C4 runs it is what decides (docs/fit_diagnostics.md).
+
+Each entry of ``not_identified`` is also named in the warnings (an
+``IdentifiabilityWarning`` when ``warn``).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
+from analysis.fit.base_dependence import BASE_RESAMPLES, base_dependence
 from analysis.fit.fit import FitResult, fit_law
 from analysis.fit.saturation_identified import not_identified
 from analysis.laws.laws import Chinchilla, DataConstrained
@@ -105,11 +118,14 @@ def fit_data_constrained(
     stage1: str | float | pl.Expr = "one_epoch",
     tie: Mapping[str, str] | None = None,
     weights: np.ndarray | str | None = None,
+    base_resamples: int = BASE_RESAMPLES,
     **fit_options: Any,
 ) -> FitResult:
     """Two-stage fit; returns the stage-2 FitResult (its ``base`` holds the stage-1 fit
     when one was run). ``stage1``, ``tie`` and ``weights``: see the module docstring;
-    ``fit_options`` (space, seed, starts, ...) pass to both stages' ``fit_law``."""
+    ``base_resamples``: resamples of the stage-1 runs for the base-dependence check (0
+    skips it; it runs only when stage 1 is fitted here); ``fit_options`` (space, seed,
+    starts, ...) pass to both stages' ``fit_law``."""
     for c in ("N", "D", "U", "loss"):
         if c not in data.columns:
             raise AnalysisInputError(
@@ -125,12 +141,12 @@ def fit_data_constrained(
     need = stage1_min_runs(tie)
     fit_options = {**fit_options, "loss": loss, "delta": delta, "weights": weights}
     base_fit: FitResult | None = None
+    chosen: pl.DataFrame | None = None
     if isinstance(base, FitResult):
         base_fit, base_params = base, dict(base.params)
     elif base is not None:
         base_params = {k: float(base[k]) for k in BASE_NAMES}
     else:
-        chosen: pl.DataFrame | None = None
         current: Mapping[str, float] | None = None
         for _ in range(max_rounds):
             rows = _base_rows(data, current, keep)
@@ -153,8 +169,16 @@ def fit_data_constrained(
     fixed = {k: base_params[k] for k in BASE_NAMES}
     result = fit_law(DataConstrained(), data, fixed=fixed, tie=tie2, **fit_options)
     ni = not_identified(result)
+    if chosen is not None and base_fit is not None and base_resamples:
+        dep = base_dependence(data, chosen, base_fit, result, n=base_resamples,
+                              seed=int(fit_options.get("seed", 0)), tie1=tie1, tie2=tie2,
+                              options=fit_options)
+        ni = {**dep.not_identified(), **ni}
+    stage1 = () if base_fit is None else tuple(
+        f"stage 1 (base law on {base_fit.n_points} runs): {w}" for w in base_fit.warnings)
     msgs = tuple(f"{p} not identified: {why}" for p, why in ni.items())
     if fit_options.get("warn", True):
         for m in msgs:
             _warnings.warn(f"{result.law.name}: {m}", IdentifiabilityWarning, stacklevel=2)
-    return replace(result, base=base_fit, not_identified=ni, warnings=result.warnings + msgs)
+    return replace(result, base=base_fit, not_identified=ni,
+                   warnings=stage1 + result.warnings + msgs)

@@ -13,10 +13,15 @@ runs), and that number means nothing. A constant is "not identified" when
   kappa is the objective-to-variance scale of the 95% profile threshold
   (profile_threshold.py; for least squares kappa = s^2 and the deviance is the squared
   profile t statistic, Bates & Watts 1988 sec. 6.1), so 2 units is below the 3.84 of a
-  95% interval: a decade on that side lies inside the interval.
+  95% interval: a decade on that side lies inside the interval, or
+- its 95% profile interval (profile.py) runs to the box on a side: the profile may rise by
+  2 within a decade and then level off below the 3.84 threshold, so that the data bound the
+  constant on that side by nothing but the box (Muennighoff et al.'s own 182 C4 runs with a
+  base fitted on their single-epoch runs: R_N* = 2404, interval 729 to the box).
 
 The profile holds a two-stage fit's base law fixed (it is conditional on stage 1), like
-the fit's own SEs. Pure numpy/scipy; 2 small refits per constant.
+the fit's own SEs (fit/base_dependence.py measures the base's share). Pure numpy/scipy;
+2 small refits per constant, and a profile (profile.py) for each constant not yet flagged.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from scipy.optimize import minimize
 from analysis.errors import AnalysisInputError
 from analysis.fit.diagnostics import at_bounds
 from analysis.fit.fit import FitResult
+from analysis.fit.profile import profile_fit
 from analysis.fit.profile_threshold import calibrate
 from analysis.laws.fit_objective import Objective
 
@@ -64,7 +70,7 @@ def profile_rise(obj: Objective, z: np.ndarray, i: int, t: float, lo: np.ndarray
 
 def not_identified(fit: FitResult, names: tuple[str, ...] = SATURATION) -> dict[str, str]:
     """{parameter: why} for each of ``names`` free in ``fit`` that it does not identify
-    (module docstring); words only, never the value."""
+    (module docstring); words and interval ends, never the estimate itself."""
     out: dict[str, str] = {}
     bounds = at_bounds(fit)
     free = [p for p in names if p in fit.free]
@@ -93,4 +99,12 @@ def not_identified(fit: FitResult, names: tuple[str, ...] = SATURATION) -> dict[
         if flat:
             out[p] = (f"flat profile ({' and '.join(flat)}: a decade moves the deviance by "
                       f"< {FLAT_DEVIANCE:g})")
+            continue
+        prof = profile_fit(fit, p, level=0.95)
+        open_sides = [side for side, kind in zip(("lower", "upper"), prof.ends) if kind == "box"]
+        if open_sides:
+            lo, hi = prof.ci
+            out[p] = (f"its 95% profile interval ({lo:.3g}, {hi:.3g}) runs to the box on the "
+                      f"{' and '.join(open_sides)} side: the data bound it on that side by "
+                      f"nothing but the box")
     return out

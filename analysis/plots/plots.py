@@ -92,7 +92,11 @@ def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", tit
                 )
                 band = np.percentile(preds, [2.5, 97.5], axis=0)
     else:
-        keys = data.select(others).unique().sort(others).rows()[:_MAX_CURVES]
+        every = data.select(others).unique().sort(others).rows()
+        keys = every[:_MAX_CURVES]
+        if len(every) > len(keys):  # say that the plot shows a part of the runs
+            title = (title or (f"{fit.law.name} fit" if fit is not None else f"loss vs {x}")) + (
+                f" ({len(keys)} of {len(every)} ({', '.join(others)}) settings shown)")
         markers = "osD^vPXh"
         for i, key in enumerate(keys):
             mask = np.ones(len(xs), dtype=bool)
@@ -106,12 +110,14 @@ def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", tit
                 ax.plot(sub, fit.predict({x: sub, **cond}), color=f"C{i}")
     if fit is not None and "E" in fit.params:
         E = fit.params["E"]
-        ax.axhline(E, color="k", ls="--", lw=1, label=f"asymptote E = {E:.4g}")
+        held = "E" not in fit.free  # fixed, e.g. by a two-stage fit's stage 1: no CI of its own
+        ax.axhline(E, color="k", ls="--", lw=1,
+                   label=f"asymptote E = {E:.4g}" + (" (held fixed)" if held else ""))
     ax.margins(y=0.12)
     ylim = ax.get_ylim()  # bands and CIs may not stretch the axes past the data, fit and E
     if band is not None:
         ax.fill_between(grid, band[0], band[1], color="C0", alpha=0.2, lw=0, label="95% band (bootstrap)")
-    if fit is not None and "E" in fit.params and boot is not None:
+    if fit is not None and "E" in fit.free and boot is not None:
         lo, hi = boot.ci()["E"]
         ax.axhspan(lo, hi, color="k", alpha=0.08, label=f"E 95% CI [{lo:.4g}, {hi:.4g}]")
     ax.set_ylim(ylim)

@@ -23,6 +23,7 @@ __all__ = [
     "MUENNIGHOFF",
     "MUENNIGHOFF_CHECKS",
     "load_epoch_chinchilla",
+    "load_muennighoff_c4",
 ]
 
 HOFFMANN = {"A": 406.4, "B": 410.7, "E": 1.69, "alpha": 0.34, "beta": 0.28}
@@ -106,3 +107,15 @@ def load_epoch_chinchilla(filtered: bool = True) -> pl.DataFrame:
     if filtered:
         df = df.sort("loss").head(df.height - 5)
     return df
+
+
+def load_muennighoff_c4() -> pl.DataFrame:
+    """Muennighoff et al.'s 182 C4 runs as (name, N, D, U, loss): the runs behind their
+    R_D* = 15.39 and R_N* = 5.31 (Muennighoff et al. 2023, arXiv 2305.16264), read from
+    huggingface/datablations ``utils/parametric_fit.ipynb`` (the data cell with outliers
+    removed; N from its parameter map, D and U in tokens parsed from each run's name).
+    The run names follow the authors' ``<params><tokens><unique tokens>`` convention."""
+    path = resources.files("analysis") / "data" / "muennighoff_c4_182_runs.csv"
+    with resources.as_file(path) as p:
+        return pl.read_csv(p, schema={"name": pl.String, "N": pl.Float64, "D": pl.Float64,
+                                      "U": pl.Float64, "loss": pl.Float64})

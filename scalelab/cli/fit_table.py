@@ -34,8 +34,9 @@ def value_cell(g: GroupFit, p: str) -> str:
     if hit is not None:
         return f"not identified (at {hit[0]} bound {_num(hit[1])})"
     why = g.result.not_identified.get(p)
-    if why is not None:
-        return f"not identified ({why})"
+    if why is not None:  # the reason's head; the whole reason is among the warning lines
+        head = why.split(": ", 1)[0]
+        return f"not identified ({head if head.count('(') == head.count(')') else why})"
     return _num(g.result.params[p])
 
 
@@ -50,7 +51,7 @@ def identified_cell(g: GroupFit) -> str:
     if g.at_bounds:
         return f"not identified ({', '.join(g.at_bounds)} at bound)"
     if g.result.not_identified:
-        return f"not identified ({', '.join(g.result.not_identified)} flat)"
+        return f"not identified ({', '.join(g.result.not_identified)})"
     n = len(g.result.warnings)
     return f"weakly identified ({n} warning{'s' * (n > 1)})" if n else "identified"
 
@@ -98,13 +99,12 @@ def fit_table(sel: Selection, where: Sequence[str] = (), by: Sequence[str] = ())
 
 
 def warning_lines(sel: Selection, grouped: bool = False) -> list[str]:
-    """``warning [group]: ...`` per stage-1 warning and warning of each group's fit
-    (``[group]`` only when grouped). A parameter at its bound is among the fit's own
-    warnings (diagnostics.bound_warnings), so it is not repeated from ``at_bounds``."""
+    """``warning [group]: ...`` per warning of each group's fit (``[group]`` only when
+    grouped); a two-stage fit's warnings hold its stage-1 ones, prefixed "stage 1"
+    (fit/constrained.py). A parameter at its bound is among the fit's own warnings
+    (diagnostics.bound_warnings), so it is not repeated from ``at_bounds``."""
     lines = []
     for g in sel.groups:
         tag = f" [{g.label}]" if grouped else ""
-        base = g.result.base.warnings if g.result.base is not None else ()
-        lines += [f"warning{tag} (stage-1 base fit): {w}" for w in base]
         lines += [f"warning{tag}: {w}" for w in g.result.warnings]
     return lines
