@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from analysis.transfer.optimum import fit_window
+from analysis.transfer.optimum import fit_window, narrowed, robust_sigma2, typical_curvature
 
 __all__ = ["profile_cells"]
 
@@ -34,21 +34,29 @@ def profile_cells(sub: pl.DataFrame, keys: list[str], over: str) -> pl.DataFrame
     means). Returns one row per ``keys`` with the same columns plus ``over`` (the profiled
     optimum of ``over``, or the best sub-cell's value), ``over_tried`` (values tried) and
     ``over_edge`` (None when the quadratic's bottom was used, else the reason it was not:
-    'lowest', 'highest', 'no valley', 'too few'). n, ss, run_ids and seeds are the best
-    sub-cell's (the runs nearest the profiled optimum)."""
-    rows = []
-    for g in sub.sort([*keys, over]).partition_by(keys, maintain_order=True):
+    'lowest', 'highest', 'no valley', 'too few', 'too deep'). n, ss, run_ids and seeds are
+    the best sub-cell's (the runs nearest the profiled optimum)."""
+    parts = sub.sort([*keys, over]).partition_by(keys, maintain_order=True)
+    found = []
+    for g in parts:
         u = np.log(g[over].to_numpy().astype(float))  # [m]
         y = g["loss"].to_numpy().astype(float)  # [m]
-        n = g["n"].to_numpy()
+        found.append((g, u, y, fit_window(u, y, g["n"].to_numpy(), over)))
+    windows = [w for *_, w in found]
+    q2_typ = typical_curvature(windows)
+    ss, dof = float(sub["ss"].sum()), int((sub["n"] - 1).sum())
+    s2 = robust_sigma2(windows)
+    s2 = max(s2 if np.isfinite(s2) else 0.0, ss / dof if dof > 0 else 0.0)
+    rows = []
+    for g, u, y, w in found:
         best = int(np.argmin(y))
         row = g.row(best, named=True)
-        w = fit_window(u, y, n, over)
-        if w.why is None:
-            q0, q1, q2 = (float(v) for v in w.q)
-            row.update(loss=q0 - q1 * q1 / (4 * q2), over=float(np.exp(w.u_star)), over_edge=None)
+        w, status = narrowed(w, u, y, g["n"].to_numpy().astype(float), over, q2_typ, s2)
+        deep = status == "deep"
+        if w.why is None and not deep:
+            row.update(loss=w.bottom, over=float(np.exp(w.u_star)), over_edge=None)
         else:
-            edge = ("too few" if len(u) < 3 else "lowest" if best == 0
+            edge = ("too deep" if deep else "too few" if len(u) < 3 else "lowest" if best == 0
                     else "highest" if best == len(u) - 1 else "no valley")
             row.update(over=float(np.exp(u[best])), over_edge=edge)
         row["over_tried"] = len(u)

@@ -6,6 +6,7 @@ written in those names:
     N   ``N``                                              exact: the runs table's N
     D   ``(data.unique_tokens * data.epochs)``            U·E; the runs' D_total is U·E
                                                           rounded down to whole steps
+    U   ``data.unique_tokens``                            exact: the runs' D_unique
     C   ``(6 * N * data.unique_tokens * data.epochs)``   6·N·D (Kaplan et al. 2020); the
                                                           runs' flops add attention FLOPs
 
@@ -22,6 +23,7 @@ __all__ = ["RULE_NAMES", "approximations", "derive_rule"]
 RULE_NAMES: dict[str, str] = {
     "N": "N",
     "D": "(data.unique_tokens * data.epochs)",
+    "U": "data.unique_tokens",
     "C": "(6 * N * data.unique_tokens * data.epochs)",
 }
 _APPROX = {

@@ -135,3 +135,87 @@ def synthetic_joint_sweep(truth: JointTruth, sizes: Sequence[float] | np.ndarray
                              "state": "COMPLETED", "D_total": 20 * n, "D_unique": 20 * n,
                              "flops": 120 * n * n})
     return pl.DataFrame(rows)
+
+
+def skewed_valley(d: np.ndarray, k: float, s: float) -> np.ndarray:
+    """k · 2 (e^{s d} - 1 - s d) / s²: k d² near d = 0, steeper for d > 0 when s > 0 (an lr
+    that diverges above its optimum), the plain quadratic at s = 0."""
+    d = np.asarray(d, float)
+    if s == 0.0:
+        return k * d * d
+    return k * 2.0 * (np.expm1(s * d) - s * d) / (s * s)
+
+
+@dataclass(frozen=True)
+class LrBatchTruth:
+    """An lr x batch-size study in (N, D), shaped like Step Law's (Li et al. 2025, arXiv
+    2503.04715: lr* = 1.79 N^-0.713 D^0.307, B* = 0.58 D^0.571 tokens).
+
+    lr*(N, D) = ``c`` · N^``a_n`` · D^``a_d`` at the batch optimum B*(D) = ``c_b`` ·
+    D^``p_b``; at another batch the lr optimum moves as (B / B*)^``p_lr``. Loss = L0(N, D)
+    + skewed_valley(ln lr - ln lr*(N, D, B), ``k_lr``, ``s_lr``) + skewed_valley(ln B -
+    ln B*, ``k_b``, ``s_b``) + ε, ε ~ N(0, ``noise``²) per run; a run whose lr is more than
+    ``d_div`` ln units above its batch's lr optimum diverges: ``jump`` nats more (the
+    runs that make a 3-point quadratic's bottom fall far below every loss observed). The
+    profiled lr optimum
+    (loss minimised over B at each lr) is lr*(N, D): the truth of the law in (N, D)."""
+
+    c: float = 1.79
+    a_n: float = -0.713
+    a_d: float = 0.307
+    c_b: float = 0.58
+    p_b: float = 0.571
+    p_lr: float = 0.3
+    k_lr: float = 0.05
+    s_lr: float = 1.5
+    k_b: float = 0.03
+    s_b: float = 1.0
+    d_div: float = 1.2
+    jump: float = 2.0
+    noise: float = 0.01
+
+    def lr_star(self, n: np.ndarray, d: np.ndarray) -> np.ndarray:
+        return self.c * np.asarray(n, float) ** self.a_n * np.asarray(d, float) ** self.a_d
+
+    def b_star(self, d: np.ndarray) -> np.ndarray:
+        return self.c_b * np.asarray(d, float) ** self.p_b
+
+
+def synthetic_lr_batch_study(truth: LrBatchTruth, sizes: Sequence[float] | np.ndarray,
+                             ratios: Sequence[float] = (10.0, 40.0, 160.0), *,
+                             lr_points: int = 6, b_points: int = 4,
+                             b_step: float = float(np.log(2.0)), b_offset: float = 0.0,
+                             jitter: float = 0.5,
+                             rng: np.random.Generator | int = 0) -> pl.DataFrame:
+    """A runs table (N, D_total, D_unique, flops, optim.lr, train.batch_size, final_loss,
+    seed, run_id, state) of an lr x batch grid per (N, D = N · ratio): ``lr_points`` lr values
+    a factor 2 apart around lr*(N, D) (off-centre by up to ±``jitter`` steps), times
+    ``b_points`` batch sizes ``b_step`` apart in ln B around B*(D) shifted by ``b_offset``
+    steps and a uniform ±``jitter`` steps: a short batch grid whose valley is skewed
+    (``LrBatchTruth.s_b``) and seldom centred. One seed."""
+    rng = np.random.default_rng(rng)
+    step = float(np.log(2.0))
+    rows = []
+    for n in np.asarray(sizes, float):
+        for r in ratios:
+            d = float(n * r)
+            ul0 = float(np.log(truth.lr_star(n, d)))
+            ub0 = float(np.log(truth.b_star(d)))
+            base = 1.8 + 400.0 / n ** 0.34 + 410.0 / d ** 0.28
+            ul_grid = ul0 + rng.uniform(-jitter, jitter) * step + step * (
+                np.arange(lr_points) - (lr_points - 1) / 2)
+            ub_grid = ub0 + (b_offset + rng.uniform(-jitter, jitter)) * b_step + b_step * (
+                np.arange(b_points) - (b_points - 1) / 2)
+            for ub in ub_grid:
+                ul_b = ul0 + truth.p_lr * (ub - ub0)  # the lr optimum at this batch
+                for ul in ul_grid:
+                    loss = (base + float(skewed_valley(ul - ul_b, truth.k_lr, truth.s_lr))
+                            + float(skewed_valley(ub - ub0, truth.k_b, truth.s_b))
+                            + truth.jump * (ul - ul_b > truth.d_div)
+                            + truth.noise * rng.normal())
+                    rows.append({"N": n, "D_total": d, "D_unique": d, "flops": 6 * n * d,
+                                 "optim.lr": float(np.exp(ul)),
+                                 "train.batch_size": float(np.exp(ub)), "final_loss": loss,
+                                 "seed": 0, "run_id": f"s{n:.0f}-{d:.0f}-{ub:.4f}-{ul:.4f}",
+                                 "state": "COMPLETED"})
+    return pl.DataFrame(rows)

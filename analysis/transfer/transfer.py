@@ -14,7 +14,8 @@ runs) or any frame with the x columns, the hp column and a loss column:
 
 Nothing is specific to the learning rate: ``hp`` is any swept numeric column
 (``optim.lr``, ``optim.weight_decay``, ``train.batch_size``, ...). ``x`` is ("N",),
-("N", "D") or ("C",); their runs-table sources are ``analysis.fit.xvars.X_SOURCES``.
+("N", "D"), ("D",) (Step Law's batch law in D alone), any non-empty subset of N, D, U and C;
+their runs-table sources are ``analysis.fit.xvars.X_SOURCES``.
 Refit the law of DeepSeek-AI 2024 (arXiv 2401.02954) or Step Law (Li et al. 2025, arXiv
 2503.04715) to your own grid.
 """
@@ -23,22 +24,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
-import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
-from analysis.recipes.cells import cell_columns
+from analysis.recipes.cells import SEED_COLUMNS, cell_columns
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
 from analysis.transfer.optimum import Noise, locate_optima
 from analysis.transfer.profile import profile_cells
 
-__all__ = ["X_CHOICES", "TransferFit", "fit_transfer", "group_label", "transfer_cells"]
+__all__ = ["X_CHOICES", "X_NAMES", "TransferFit", "check_x", "fit_transfer", "group_label",
+           "setting_columns", "transfer_cells"]
 
-X_CHOICES: tuple[tuple[str, ...], ...] = (("N",), ("N", "D"), ("C",))
-"""The variable sets a law may use."""
+X_NAMES = ("N", "D", "U", "C")
+"""The variables a law may use: parameters, tokens, unique tokens, FLOPs (their runs-table
+columns: ``analysis.fit.xvars.X_SOURCES``)."""
+X_CHOICES: tuple[tuple[str, ...], ...] = tuple(
+    c for r in range(1, len(X_NAMES) + 1) for c in combinations(X_NAMES, r))
+"""The variable sets a law may use: any non-empty subset of ``X_NAMES`` (listed in their
+order; ``fit_transfer`` takes them in any order). A set whose values are collinear over the
+groups (C = 6ND with N and D, or D proportional to N) is refused by the fit."""
 SEED_COLUMN = "seed"
 
 
@@ -89,6 +97,25 @@ def _x_columns(frame: pl.DataFrame, x: tuple[str, ...]) -> pl.DataFrame:
     return frame.with_columns(**out)
 
 
+def check_x(x: Sequence[str]) -> tuple[str, ...]:
+    """``x`` as a tuple: a non-empty set of ``X_NAMES``, each once; else one line naming the
+    bad name (with a did-you-mean)."""
+    if isinstance(x, str):
+        x = tuple(v.strip() for v in x.split(","))
+    x = tuple(x)
+    if not x:
+        raise AnalysisInputError(f"x must name at least one of {', '.join(X_NAMES)}")
+    for v in x:
+        if v not in X_NAMES:
+            near = [n for n in X_NAMES if n.lower() == str(v).lower()]
+            hint = f" (did you mean '{near[0]}'?)" if near else did_you_mean(str(v), X_NAMES)
+            raise AnalysisInputError(f"x must be a subset of {', '.join(X_NAMES)}; '{v}' is "
+                                     f"not one{hint}")
+    if len(set(x)) < len(x):
+        raise AnalysisInputError(f"x names a variable twice: {','.join(x)}")
+    return x
+
+
 def _check_column(df: pl.DataFrame, column: str, what: str) -> None:
     """``column`` is a numeric column of ``df``, or one line naming what is wrong."""
     if not isinstance(df, pl.DataFrame):
@@ -113,36 +140,77 @@ def _edge_notes(cells: pl.DataFrame, x: tuple[str, ...], hp: str, over: str) -> 
             f"loss is used, and may be overstated): {shown}{more}"]
 
 
+_NOT_SETTINGS = {"loss", "final_loss", "best_loss", "val_loss", "run_id", "name", "state",
+                 "run_dir", "N_non_embedding", "epochs", "steps", "gpu_hours", "gpu_gib",
+                 "micro_batch", "flops", *SEED_COLUMNS}
+"""Numeric runs-table columns that are outcomes, labels or functions of the settings (their
+variation within a cell is named through the settings that cause it)."""
+
+
+def setting_columns(frame: pl.DataFrame, skip: set[str]) -> list[str]:
+    """The columns that can tell runs of one cell apart, read from the table itself: the
+    recipes' cell columns (``cell_columns``: the config columns, N, D_unique, D_total) and
+    every other numeric column that is not a metric (a name starting with ``_`` or holding
+    ``/`` or ``loss``), a label, a seed or an outcome of a sweep's runs table
+    (``_NOT_SETTINGS``), and whose values repeat (fewer distinct values than half the rows:
+    a setting is shared by many runs, a measured outcome almost never is). D, U, a second
+    hp of an external CSV (``lr``, ``bs``) are settings."""
+    half = frame.height / 2
+    aliases = {"D": "D_total", "U": "D_unique", "C": "flops"}  # prepare_runs' copies
+    skip = skip | {a for a, src in aliases.items() if src in frame.columns}
+    out = [c for c in cell_columns(frame) if c not in skip]
+    for c, t in frame.schema.items():
+        if (c in out or c in skip or c in _NOT_SETTINGS or not t.is_numeric()
+                or c.startswith("_") or "/" in c or "loss" in c.lower()):
+            continue
+        if frame[c].n_unique() < half:
+            out.append(c)
+    return out
+
+
 def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | None) -> str | None:
-    """A note when one cell's runs differ in a config column other than seeds (the
-    recipes' cell columns, ``analysis.recipes.cells.cell_columns``), e.g. runs from two
-    token budgets under a law in N alone: their losses would be averaged."""
+    """A note when the runs of one cell (one x..., hp[, over]) differ in another setting
+    (``setting_columns``, from the table itself: a sweep's runs table or any external one),
+    e.g. runs from two token budgets under a law in N alone: their losses would be
+    averaged."""
     keys = [*x, hp, *([over] if over else [])]
     skip = {*keys, *(X_SOURCES.get(v, v) for v in x), "block"}
-    other = [c for c in cell_columns(frame) if c not in skip]
+    if "D" in x:  # D is D_total; U = D_unique
+        skip |= {"D_total"}
+    if "U" in x:
+        skip |= {"D_unique"}
+    other = setting_columns(frame, skip)
+    if {"U", "D"} <= set(other) and (frame["U"] == frame["D"]).all():
+        other.remove("U")  # prepare_runs' copy of D for a table without U: one setting
     if not other:
         return None
     distinct = frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)  # per cell
     differ = [c for c in other if distinct[c].max() > 1]
+    where = "cell(s) average runs"
+    if not differ:  # no cell mixes, but a group's cells may come from different settings
+        distinct = frame.group_by(list(x)).agg(pl.col(c).n_unique() for c in other)
+        differ = [c for c in other if distinct[c].max() > 1]
+        where = "group(s) mix cells of runs"
     if not differ:
         return None
     n = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height
-    return (f"{n} cell(s) average runs that differ in {', '.join(differ)} (several settings "
-            f"in one cell): select one with --where" + ("" if over else ", or profile one "
-            "out with --best-over"))
+    names = {"D_total": "D", "D_unique": "U", "D": "D", "U": "U", "C": "C"}
+    add = sorted({names[c] for c in differ if c in names} - set(x), key="NDUC".index)
+    hint = f", add {','.join(add)} to the law's x" if add else ""
+    return (f"{n} {where} that differ in {', '.join(differ)} (several settings in one "
+            f"{'cell' if where.startswith('cell') else 'group'}): select one with --where{hint}"
+            + ("" if over else ", or profile one out with --best-over"))
 
 
 _EDGE_WORDS = {"lowest": "the lowest", "highest": "the highest", "no valley": "no valley",
-               "too few": "too few values"}
+               "too few": "too few values", "too deep": "a quadratic bottom far below every loss"}
 
 
 def _fit_ready(df: pl.DataFrame, x: tuple[str, ...], hp: str, loss: str,
                extra: tuple[str, ...] = ()) -> tuple[pl.DataFrame, list[str]]:
     """The runs a fit may use, with columns x..., hp, ``extra``, loss, and notes on those
     left out."""
-    if tuple(x) not in X_CHOICES:
-        raise AnalysisInputError(f"x must be one of {', '.join(','.join(c) for c in X_CHOICES)}; "
-                                 f"got {','.join(x)}")
+    check_x(x)
     _check_column(df, hp, "hyperparameter")
     notes: list[str] = []
     if "D" in df.columns or "D_total" in df.columns:  # a runs table: prepare_runs' rules
@@ -190,14 +258,15 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
                  best_over: str | None = None) -> TransferFit:
     """Fit hp* = c · Π x_i^a_i to the per-group optima of ``hp`` in ``df``.
 
-    ``x``: ("N",), ("N", "D") or ("C",); ``hp``: any swept numeric column; ``loss``: the
+    ``x``: any non-empty subset of N, D, U, C (e.g. ("N",), ("N", "D"), ("D",)); ``hp``: any
+    swept numeric column; ``loss``: the
     runs table's loss column (``final_loss`` or ``best_loss``; ``loss`` in a plain table).
     ``best_over``: another swept numeric column to profile the loss over (its best value
     per (group, hp) cell; see ``transfer_cells``), e.g. ``optim.lr`` for a batch-size law.
     Groups refused (optimum at the grid's edge, no valley) stay in ``.table`` with ``why``;
     fewer usable groups than the law's coefficients + 1 raise ``AnalysisInputError``,
     naming the refusals."""
-    x = tuple(x)
+    x = check_x(x)
     if not 0 < level < 1:
         raise AnalysisInputError(f"level must be in (0, 1), got {level}")
     if best_over is not None:
@@ -219,6 +288,11 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
         notes.append(f"{mixed} cell(s) average runs with the same seed (runs differing in "
                      "another column?): select one setting with --where")
     table, noise = locate_optima(cells, x, hp, level)
+    flagged = table.filter(pl.col("flag").is_not_null())
+    if flagged.height:
+        shown = "; ".join(f"{group_label(r, x)}: {r['flag']}" for r in flagged.head(6).iter_rows(named=True))
+        more = f"; and {flagged.height - 6} more" if flagged.height > 6 else ""
+        notes.append(f"{flagged.height} group(s) with a wider SE than their quadratic's: {shown}{more}")
     ok = table.filter(pl.col("why").is_null())
     k = len(x) + 1
     if ok.height < k + 1:
@@ -231,5 +305,10 @@ def fit_transfer(df: pl.DataFrame, x: Sequence[str] = ("N",), hp: str = "optim.l
                       ok.select(x).to_numpy(), x, level, se_dof=noise.dof)
     if law.interval_note:
         notes.append(law.interval_note)
+    if law.tau2 > 0:
+        notes.append(f"the optima scatter about the law more than their SEs explain (chi2/dof "
+                     f"{law.chi2_red:.3g}): an extra sd {law.tau2 ** 0.5:.3g} in ln {hp} was added "
+                     f"to every group's (Paule-Mandel), so no group outweighs the scatter; largest "
+                     f"weight share {law.max_weight:.2f} of {law.n} groups")
     return TransferFit(hp=hp, x=x, table=table, cells=cells, law=law, noise=noise,
                        notes=tuple(notes), best_over=best_over)

@@ -11,8 +11,8 @@ Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
   ``--best-over KEY`` each cell's loss is first profiled over KEY
   (``analysis.transfer.profile``: a batch-size law with the lr tuned per batch);
 - the law hp* = c · Π x^a with its parameters' intervals;
-- with ``--predict N=1e9`` (repeatable; ``N=..,D=..`` for a law in N and D, ``C=..`` for
-  one in C): hp* at that point from the law above, with its prediction interval, and
+- with ``--predict N=1e9`` (repeatable; one VAR=VALUE per variable of ``--x``, which is any
+  set of N, D, U and C: ``N=..,D=..`` for a law in N and D, ``D=..`` for one in D alone): hp* at that point from the law above, with its prediction interval, and
   whether the point lies inside the fitted groups' range or is an extrapolation (by how
   many times the largest, or below the smallest, fitted value);
 - with ``--holdout-largest K``: the law refitted without the K largest sizes, their
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal, InvalidOperation
+from itertools import combinations
 from pathlib import Path
 
 import typer
@@ -46,9 +47,11 @@ from scalelab.cli.app import app
 from scalelab.errors import UserError, did_you_mean
 from scalelab.store.layout import FIT_FOLDER
 
-X_CHOICES = ("N", "N,D", "C")
-"""analysis.transfer.transfer.X_CHOICES, spelled as --x takes them (the CLI test keeps
-them equal: this module does not import analysis at start-up)."""
+X_NAMES = ("N", "D", "U", "C")
+X_CHOICES = tuple(",".join(c) for r in range(1, 5) for c in combinations(X_NAMES, r))
+"""analysis.transfer.transfer.X_CHOICES, spelled as --x takes them (any non-empty subset of
+N, D, U, C; the CLI test keeps them equal: this module does not import analysis at
+start-up)."""
 
 
 @app.command("transfer")
@@ -59,7 +62,8 @@ def transfer_cmd(
                                  "<table stem>_fit/."),
     hp: str = typer.Option(..., "--hp", help="The swept hyperparameter: a numeric runs-table "
                            "column such as optim.lr, optim.weight_decay, train.batch_size."),
-    x: str = typer.Option("N", "--x", help="The law's variables: N, N,D or C."),
+    x: str = typer.Option("N", "--x", help="The law's variables: any of N, D, U, C joined by "
+                          "commas, e.g. N, N,D, D (a batch law in tokens alone) or C."),
     holdout_largest: int = typer.Option(
         0, "--holdout-largest", metavar="K", min=0,
         help="Refit without the K largest sizes and predict their optimum (0: off)."),
@@ -91,18 +95,20 @@ def transfer_cmd(
 ) -> int:
     """Fit hp* = c * x^a to each size's optimal hp, check it on held-out sizes and against
     the logged output-layer norms, and print a derive rule for a spec."""
-    if x not in X_CHOICES:
-        raise UserError(f"expected one of {', '.join(X_CHOICES)}{did_you_mean(x, X_CHOICES)}",
-                        key="--x")
-    xs = tuple(x.split(","))
+    xs = parse_x(x)
     points = [parse_point(text, xs) for text in predict]
     if out is not None and out.name in ("", ".", ".."):
         raise UserError(f"expected a path stem with a file name (e.g. fits/transfer-lr), got "
                         f"'{out}'", key="--out")
     from analysis.errors import AnalysisInputError
     from analysis.tables.select import select_runs
-    from scalelab.cli.runs_table import (TABLE_LOSS, is_runs_file, read_runs_file, read_runs_table,
-                                         runs_file_folder)
+    from scalelab.cli.runs_table import (
+        TABLE_LOSS,
+        is_runs_file,
+        read_runs_file,
+        read_runs_table,
+        runs_file_folder,
+    )
     from scalelab.store.layout import RUNS_FILE
     from scalelab.sweep.run.launch import sweep_dir_of
 
@@ -176,6 +182,21 @@ def _report(sweep_dir: Path | None, runs, xs: tuple[str, ...], hp: str, k: int, 
     echo(f"figure: {save_figure(figure, stem)[0]}")
 
 
+def parse_x(text: str) -> tuple[str, ...]:
+    """``N,D`` -> ("N", "D"): a non-empty set of N, D, U, C (any order, each once), else a
+    one-line ``UserError`` naming the bad name with a did-you-mean."""
+    names = tuple(v.strip() for v in text.split(","))
+    expected = f"expected N, D, U or C, or several joined by commas (e.g. N,D); got '{text}'"
+    for v in names:
+        if v not in X_NAMES:
+            near = [n for n in X_NAMES if n.lower() == v.lower()]
+            hint = f" (did you mean '{near[0]}'?)" if near else did_you_mean(v, X_NAMES)
+            raise UserError(f"{expected}: '{v}' is not a variable{hint}", key="--x")
+    if len(set(names)) < len(names):
+        raise UserError(f"{expected}: a variable named twice", key="--x")
+    return names
+
+
 def parse_point(text: str, xs: tuple[str, ...]) -> dict[str, float]:
     """``N=1e9`` or ``N=1e9,D=2e10`` -> {variable: value}, one value per variable of the law
     ``xs``, each a finite number > 0; else a ``UserError`` naming what is wrong."""
@@ -189,8 +210,8 @@ def parse_point(text: str, xs: tuple[str, ...]) -> dict[str, float]:
         if name not in xs:
             near = [v for v in xs if v.lower() == name.lower()]
             hint = f" (did you mean '{near[0]}'?)" if near else did_you_mean(name, xs)
-            other = "" if near or name not in ("N", "D", "C") else (
-                "; pass --x N,D for a law in N and D" if name == "D" else
+            other = "" if near or name not in X_NAMES else (
+                "; pass --x N,D for a law in N and D" if name == "D" and xs == ("N",) else
                 f"; pass --x {name} for a law in {name}")
             raise UserError(f"'{name}' is not a variable of the law in {', '.join(xs)}{hint}; "
                             f"expected {takes}{other}", key=key)
@@ -290,17 +311,24 @@ def _group_table(fit) -> None:
         table.add_row(Text(group_label(r, fit.x)), str(r["n_cells"]), str(r["n_runs"]),
                       f"{r['best_hp']:.4g}", f"{r['hp_opt']:.4g}" if ok else "-",
                       f"({r['hp_lo']:.3g}, {r['hp_hi']:.3g})" if ok else "-",
-                      f"{r['loss_opt']:.4f}" if ok else "-", Text("ok" if ok else "refused (below)"))
+                      f"{r['loss_opt']:.4f}" if ok else "-",
+                      Text(("ok" if r.get("flag") is None else "ok, wider SE (below)") if ok
+                           else "refused (below)"))
     Console(highlight=False, soft_wrap=True).print(table)
     for r in fit.table.filter(fit.table["why"].is_not_null()).iter_rows(named=True):
         typer.echo(f"  {group_label(r, fit.x)} refused: {r['why']}")
+    for r in fit.table.filter(fit.table["flag"].is_not_null()).iter_rows(named=True):
+        typer.echo(f"  {group_label(r, fit.x)}: {r['flag']}")
 
 
 def _law_lines(fit, title: str) -> None:
     law = fit.law
     terms = " * ".join(f"{v}^a_{v}" for v in fit.x)
+    tau = (f"extra scatter sd {law.tau2 ** 0.5:.3g} in ln {fit.hp} added to every group's SE "
+           "(Paule-Mandel)" if law.tau2 > 0 else "the SEs explain the scatter")
     typer.echo(f"{title}: {fit.hp}* = c * {terms}, weighted least squares over {law.n} groups "
-               f"(reduced chi2 {law.chi2_red:.3g}; covariance scaled by {law.scale:.3g})")
+               f"(reduced chi2 {law.chi2_red:.3g}: {tau}; largest weight share "
+               f"{law.max_weight:.2f})")
     pct = f"{100 * law.level:g}%"
     for name, est, lo, hi in law.params():
         ci = f", {pct} CI ({lo:.4g}, {hi:.4g})" if lo == lo else f" ({law.interval_note})"

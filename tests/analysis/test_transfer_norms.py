@@ -43,6 +43,7 @@ def test_tied_head_falls_back_to_tok_emb_and_unknown_norm_says_what_is_recorded(
     tied = norms.with_columns(pl.lit("tok_emb").alias("layer"))
     assert output_norms(tied)[1] == "tok_emb"
     import pytest
+
     from analysis.errors import AnalysisInputError
 
     with pytest.raises(AnalysisInputError, match=r"no 'rms_to_im' norms recorded \(did you mean 'rms_to_inf'\?\)"):
