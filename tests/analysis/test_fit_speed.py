@@ -17,9 +17,9 @@ from analysis import (
     fit_law,
     load_epoch_chinchilla,
 )
-from analysis.solvers.levenberg import lm_batched
-from analysis.laws.fit_objective import Objective
 from analysis.errors import IdentifiabilityWarning
+from analysis.laws.fit_objective import Objective
+from analysis.solvers.levenberg import lm_batched
 from analysis.tables.published import EPOCH
 
 POWER = {"A": 0.3, "alpha": 0.6, "E": 2.5}
@@ -169,3 +169,71 @@ def test_bad_progress_and_budget_are_refused():
         fit_law(Chinchilla(), data, time_budget_s=0)
     with pytest.raises(AnalysisInputError, match="progress must be"):
         fit_law(Chinchilla(), data, progress="yes")
+
+
+def _fit_speed_bench():
+    """bench/fit_speed.py as a module (bench/ is not a package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "fit_speed.py"
+    spec = importlib.util.spec_from_file_location("fit_speed_bench", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fit_speed_baseline_is_capped_and_scaled(monkeypatch):
+    """The scipy baseline of bench/fit_speed.py runs at most BASELINE_CAP = 400 seeded starts
+    by default (Chinchilla's 4,500 uncapped took 14+ minutes) and scales their time to
+    every start; no clock is read: each start 'takes' 0.5 s wall, 0.25 s CPU."""
+    bench = _fit_speed_bench()
+    assert bench.BASELINE_CAP == 400
+    s = bench.baseline_sample(4500, 400)
+    assert s.capped and s.rows.size == 400 and s.scale == 4500 / 400
+    assert np.all(np.diff(s.rows) > 0) and 0 <= s.rows[0] and s.rows[-1] < 4500
+    assert np.array_equal(s.rows, bench.baseline_sample(4500, 400).rows)  # seeded
+    assert "400 of 4,500 starts, seeded sample, time x11.25" == s.describe()
+    for cap in (0, 4500, 10_000):
+        every = bench.baseline_sample(4500, cap)
+        assert not every.capped and every.rows.size == 4500 and every.scale == 1.0
+
+    # The loop runs the sampled starts only and scales their (constant) time exactly.
+    N = np.geomspace(0.05, 5.0, 12)
+    data = pl.DataFrame({"N": N, "loss": PowerLaw().predict(POWER, {"N": N}) * 1.001})
+    fit = fit_law(PowerLaw(), data, starts="grid", warn=False)
+    calls = []
+
+    def fake_polish(problem, z, lo, hi):
+        calls.append(z)
+        return z, float(len(calls))
+
+    monkeypatch.setattr(bench, "polish_one", fake_polish)
+    monkeypatch.setattr(bench, "_timed", lambda fn: (fn(), 0.5, 0.25))
+    loop = bench.scipy_loop(fit, 10)
+    n = fit.n_starts
+    assert n > 10 and len(calls) == 10 and loop.sample.rows.size == 10
+    assert loop.wall == pytest.approx(0.5 * n) and loop.cpu == pytest.approx(0.25 * n)
+    assert loop.wall_half == 0.0 and loop.objective == 1.0
+    assert loop.label.startswith(f"10 of {n:,} starts, seeded sample, time x")
+    # A spread of per-start times gives the sample total's 95% range (finite-population).
+    t = np.array([0.1, 0.3] * 5)
+    est = bench.scale_times(loop.sample, t, t, np.ones(10))
+    sd = np.std(t, ddof=1)
+    assert est.wall == pytest.approx(t.sum() * n / 10)
+    assert est.wall_half == pytest.approx(1.96 * n * sd / np.sqrt(10) * np.sqrt(1 - 10 / n))
+
+
+def test_fit_speed_main_caps_both_loops_by_default(monkeypatch, capsys):
+    bench = _fit_speed_bench()
+    caps = []
+    monkeypatch.setattr(bench, "compare", lambda name, fn, repeats, cap: caps.append(cap))
+    monkeypatch.setattr("sys.argv", ["fit_speed.py", "--no-bootstrap"])
+    bench.main()
+    assert caps == [400, 400]
+    monkeypatch.setattr("sys.argv", ["fit_speed.py", "--no-bootstrap", "--baseline-cap", "50",
+                                     "--dc-sample", "0"])
+    bench.main()
+    assert caps[2:] == [50, 0]
