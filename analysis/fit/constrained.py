@@ -9,6 +9,14 @@ fits only R_D* and R_N* on all runs. A base law may also be given directly (e.g.
 Muennighoff's published C4 constants). The first stage-1 round searches the full start
 grid; later rounds start from the previous round's optimum.
 
+Muennighoff et al. tie alpha = beta in their C4 base law (0.3527; their base was fitted on
+Chinchilla's C4 isoFLOP points, a set apart from the repeated-data runs). Here the base
+comes from the data's own single-epoch runs and alpha, beta stay free unless ``tie`` says
+``{"beta": "alpha"}``: on synthetic runs with alpha = 0.34, beta = 0.28 (0.5% noise, 35
+single-epoch runs) the tied base gave R_N* = 16.6 and 8.9 against a truth of 5.31 in 2 of 3
+draws, unflagged, and a 95% rho-test on the same runs rejected the tie in 1 of 3; free
+exponents gave 5.38, 3.31 and 4.06 (docs/fit_diagnostics.md).
+
 ``stage1`` chooses the runs stage 1 may use before the N <= N_opt(U) rounds:
 "one_epoch" (the published rule, the default: D <= U), a number m >= 1 (D <= m U: up
 to m epochs; Muennighoff et al. find that up to about 4 epochs of repeated data change
