@@ -23,7 +23,6 @@ SWEEP may be a table of runs from any trainer instead (a .csv, .parquet or .pq f
 from __future__ import annotations
 
 import math
-
 import os
 import re
 from collections.abc import Callable
@@ -151,11 +150,12 @@ def fit_cmd(
         0,
         "--holdout-largest",
         metavar="K",
-        help="Extrapolation check (0: off): per group, refit A/x^B + E by least squares "
-        "without the K largest distinct x values and predict each held-out loss with a 95% "
-        "prediction interval, one line per group (the report's holdout lines; "
-        "docs/extrapolation.md); drawn on the plot and written to <stem>-holdout.json. "
-        "powerlaw only (any --x): chinchilla, data_constrained and --isoflop are refused.",
+        help="Extrapolation check (0: off): per group, refit the law by least squares "
+        "without the K largest distinct x values (N for chinchilla and data_constrained) and "
+        "predict each held-out loss with a 95% prediction interval, one line per group (the "
+        "report's holdout lines; docs/extrapolation.md); drawn on the plot and written to "
+        "<stem>-holdout.json. powerlaw (any --x), chinchilla, data_constrained; --isoflop "
+        "is refused.",
     ),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
@@ -167,9 +167,8 @@ def fit_cmd(
     from rich.console import Console
 
     output = ProgressOutput.from_flags(log_format, quiet)
-    from scalelab.cli.resamples import check_bootstrap
-
     from scalelab.cli.fit_holdout import check_holdout_option
+    from scalelab.cli.resamples import check_bootstrap
 
     check_bootstrap(bootstrap)
     _check_out(out)

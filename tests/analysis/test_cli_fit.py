@@ -1,9 +1,14 @@
 """``scalelab fit`` / ``scalelab report`` on a tiny synthetic sweep directory."""
 
-import pytest
+import json
 
-from analysis.recipes.synthetic import synthetic_runs
+import numpy as np
+import pytest
 from _cli_exit import exit_code as run
+from _cli_exit import run_cli
+
+from analysis.fit.prediction import holdout_largest_2d, simulate_2d
+from analysis.recipes.synthetic import synthetic_runs
 
 
 @pytest.fixture()
@@ -70,3 +75,44 @@ def test_bad_input_exits_2_with_one_line(sweep, tmp_path, capsys, argv, message)
     assert run(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "law, runs_per_size",
+    [("chinchilla", 5), ("data_constrained", 24)],
+)
+def test_fit_holdout_largest_for_a_law_of_n_and_d(tmp_path, capsys, law, runs_per_size):
+    """``--holdout-largest 1`` with chinchilla and data_constrained on a table of runs (the
+    synthetic study of tests/analysis/test_extrapolation_2d.py, seed 1: 6 sizes N = 1e7..1e9,
+    noise 0.01 nats): one line with each held-out run's interval and covered / NOT covered,
+    the numbers of a direct ``holdout_largest_2d`` call (to 1e-9), and the JSON beside."""
+    runs, _ = simulate_2d(np.random.default_rng(1), law, 6, 0.01)
+    table = tmp_path / f"{law}.csv"
+    runs.drop("truth").write_csv(table)
+    code, out, err = run_cli(["fit", table, "--law", law, "--holdout-largest", "1",
+                              "--bootstrap", "0", "-q"], capsys)
+    assert code == 0, err
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"{law} vs N: ")]
+    assert len(lines) == 1
+    line = lines[0]
+    assert f"held out N = 1B ({runs_per_size} runs, " in line and "95% PI" in line
+    assert line.count("nats, covered") + line.count("nats, NOT covered") == runs_per_size
+    direct = holdout_largest_2d(runs.drop("truth"), law, 1)
+    assert line == f"{law} vs N: {direct.line()}"
+    doc = json.loads((tmp_path / f"{law}_fit" / f"{law}-holdout.json").read_text())
+    group = doc["groups"][0]
+    assert doc["holdout_largest"] == 1 and group["checked"] and len(group["points"]) == runs_per_size
+    for p, q in zip(group["points"], direct.points):
+        assert p["N"] == q.N and p["D"] == q.D and p["covered"] == q.covered
+        np.testing.assert_allclose([p["predicted"], p["lo"], p["hi"]],
+                                   [q.predicted, q.lo, q.hi], rtol=1e-9)
+
+
+def test_fit_holdout_largest_refuses_a_k_that_leaves_one_size(tmp_path, capsys):
+    runs, _ = simulate_2d(np.random.default_rng(1), "chinchilla", 4, 0.01)
+    table = tmp_path / "chinchilla.csv"
+    runs.drop("truth").write_csv(table)
+    code, _, err = run_cli(["fit", table, "--law", "chinchilla", "--holdout-largest", "3",
+                            "--bootstrap", "0", "-q"], capsys)
+    assert code == 2 and "3 leaves 1 of 4 distinct N values" in err
+    assert len(err.strip().splitlines()) == 1
