@@ -12,7 +12,18 @@ u = ln hp and the cells sorted by u:
    runs has variance σ²/n_i); q2 <= 0 (no valley) and u* = -q1 / (2 q2) outside the
    window's range are refused;
 4. SE(u*) by the delta method, gradient g = (0, -1/(2 q2), q1/(2 q2²)), var = σ² gᵀ M g
-   with M = (XᵀWX)⁻¹ (the window's unscaled covariance).
+   with M = (XᵀWX)⁻¹ (the window's unscaled covariance);
+5. the optimum stays inside the data (issue 35: on a published lr x batch study one group's
+   quadratic bottomed out at 1.48 nats where every observed loss was above 2.1, SE 0.0004
+   in ln lr, a diverged run beside the best bending it). A bottom more than
+   ``depth_allowance`` below the best cell (q2_typ · h² + ``DEPTH_Z`` σ: a valley of the
+   study's median curvature q2_typ has its bottom within one grid step h of the best cell)
+   or a 5-cell window whose residual variance fails an F-test against σ (``MISFIT_P``) is
+   refitted on 3 cells (``narrowed``); still too deep, the optimum is clipped to the best
+   cell ± half a step and its SE is at least that span / sqrt(12) (a uniform over it: the
+   grid's resolution), ``flag`` says so; a misfit that cannot be refitted takes its own
+   residual variance. σ here is a median over the windows (``robust_sigma2``), so the
+   windows it judges cannot inflate it.
 
 σ² is the loss noise, pooled over the accepted groups (the runs' final-loss noise is taken
 to be one level across sizes): the windows' weighted residual variance (Σ RSS / Σ dof, so a
@@ -40,9 +51,9 @@ __all__ = ["DEPTH_Z", "HALF_WINDOW", "MISFIT_P", "Noise", "Window", "depth_allow
 
 HALF_WINDOW = 2
 """Cells on each side of the best one in the quadratic's window (at most)."""
-DEPTH_Z = 2.0
+DEPTH_Z = 3.0
 """Noise SDs a quadratic's bottom may lie below the best cell beyond the grid's own share."""
-MISFIT_P = 0.01
+MISFIT_P = 0.001
 """A window whose residual variance exceeds the pooled noise at this F-test level uses its
 own (local misfit: an asymmetric valley, a diverged run in the window)."""
 
@@ -166,14 +177,14 @@ def depth_allowance(w: Window, q2_typical: float, sigma: float = 0.0, n_best: fl
 
 
 def narrowed(w: Window, u: np.ndarray, loss: np.ndarray, n: np.ndarray, hp: str,
-             q2_typical: float, sigma2: float) -> tuple[Window, str | None]:
-    """(the window to use, None or why it still cannot be trusted: 'deep', 'misfit').
+             q2_typical: float, sigma2: float, sigma2_dof: int = 10_000) -> tuple[Window, str | None]:
+    """(the window to use, None or why it cannot be trusted as it is: 'deep', 'misfit').
 
     A 5-cell window whose bottom lies too far below the best cell (``depth_allowance``) or
-    whose residuals are far above the noise ``sigma2`` (F-test at ``MISFIT_P``: a diverged
-    run or a skewed valley bends it) is refitted on the best cell and its two neighbours.
-    Still too deep: 'deep' (locate it to the grid's resolution); not refittable: 'misfit'
-    (its own residual variance sets its SE)."""
+    whose residual variance is far above the noise ``sigma2`` (estimated with ``sigma2_dof``
+    dof; F-test at ``MISFIT_P``): a diverged run two cells away bends it, so it is refitted
+    on the best cell and its two neighbours. Still too deep: 'deep' (locate it to the grid's
+    resolution); not refittable: 'misfit' (its own residual variance sets its SE)."""
     sigma = float(np.sqrt(sigma2)) if np.isfinite(sigma2) and sigma2 > 0 else 0.0
     n_best = float(n[int(np.argmin(loss))])
 
@@ -182,8 +193,8 @@ def narrowed(w: Window, u: np.ndarray, loss: np.ndarray, n: np.ndarray, hp: str,
 
     if w.why is not None:
         return w, None
-    misfit = (w.dof > 0 and sigma > 0
-              and w.rss / w.dof > float(stats.f.ppf(1 - MISFIT_P, w.dof, 10_000)) * sigma2)
+    crit = float(stats.f.ppf(1 - MISFIT_P, w.dof, max(sigma2_dof, 1))) if w.dof > 0 else np.inf
+    misfit = sigma > 0 and w.dof > 0 and w.rss / w.dof > crit * sigma2
     if not (deep(w) or misfit):
         return w, None
     if w.dof > 0:
@@ -193,14 +204,14 @@ def narrowed(w: Window, u: np.ndarray, loss: np.ndarray, n: np.ndarray, hp: str,
     return w, "deep" if deep(w) else "misfit"
 
 
-def robust_sigma2(windows: list[Window]) -> float:
+def robust_sigma2(windows: list[Window]) -> tuple[float, int]:
     """σ² from the windows' own residual variances s_i² = rss_i / dof_i (dof_i > 0), robust
     to a few windows whose quadratic misfits (a diverged run inside): the median of
-    s_i² / m_i, m_i the median of χ²(dof_i) / dof_i (1 for a correct σ²). NaN without a
-    window of dof > 0."""
-    r = [w.rss / w.dof / (stats.chi2.median(w.dof) / w.dof) for w in windows
-         if w.why is None and w.dof > 0]
-    return float(np.median(r)) if r else float("nan")
+    s_i² / m_i, m_i the median of χ²(dof_i) / dof_i (1 for a correct σ²); and the windows'
+    total dof. (NaN, 0) without a window of dof > 0."""
+    used = [w for w in windows if w.why is None and w.dof > 0]
+    r = [w.rss / w.dof / (stats.chi2.median(w.dof) / w.dof) for w in used]
+    return (float(np.median(r)), sum(w.dof for w in used)) if r else (float("nan"), 0)
 
 
 def pooled_noise(windows: list[Window], within_ss: float, within_dof: int) -> Noise:
@@ -239,16 +250,16 @@ def locate_optima(cells: pl.DataFrame, x: tuple[str, ...], hp: str,
     ok = [(g, w) for _, g, w in found if w.why is None]
     noise = _noise(ok)
     # first pass: a σ² that a few misfitting windows cannot inflate, to judge them by
-    s0 = robust_sigma2([w for _, w in ok])
+    s0, s0_dof = robust_sigma2([w for _, w in ok])
     if not np.isfinite(s0) or (noise.source == "seed replicates" and noise.sigma2 > s0):
-        s0 = noise.sigma2
+        s0, s0_dof = noise.sigma2, noise.dof
     q2_typ = typical_curvature([w for _, w in ok])
     sigma0 = float(np.sqrt(s0)) if np.isfinite(s0) and s0 > 0 else 0.0
     s0 = sigma0 * sigma0
     deep, misfit = set(), set()
     for i, (key, g, w) in enumerate(found):
         u, y, n = (g[c].to_numpy().astype(float) for c in ("u", "loss", "n"))
-        w2, status = narrowed(w, u, y, n, hp, q2_typ, s0)
+        w2, status = narrowed(w, u, y, n, hp, q2_typ, s0, s0_dof)
         found[i] = (key, g, w2)
         if status:
             (deep if status == "deep" else misfit).add(id(w2))

@@ -6,8 +6,14 @@ a grid over both, each (x..., hp) cell holds several sub-cells, one per value of
 profiled column ``over`` (e.g. ``optim.lr``). Its profiled loss is the bottom of the
 local quadratic in ln ``over`` around the best sub-cell (``analysis.transfer.optimum.fit_window``,
 the same window as the hp optimum itself), or, where that quadratic is refused (the best
-at the edge of the values tried, no valley, fewer than 3 values), the best sub-cell's loss,
-flagged: the profiled loss may then be overstated.
+at the edge of the values tried, no valley, fewer than 3 values) or its bottom lies too far
+below the best sub-cell even on 3 cells ('too deep': ``analysis.transfer.optimum.narrowed``,
+e.g. a 3-point quadratic through a diverged run at the smallest batch), the best sub-cell's
+loss, flagged: the profiled loss may then be overstated, never invented. Before issue 35 a
+too-deep bottom was used: on a published lr x batch study (3-4 batch sizes per cell) such
+profiled losses, far below every run, made the lr law's exponent in N -2.86 (truth by the
+study's bootstrap -0.71); on synthetic studies of that shape (bench/transfer_coverage.py)
+the exponent's sd fell from 0.46 to 0.054 with 4 batch sizes.
 
 Why the quadratic's bottom and not the best observed: on a grid a factor 2 apart the best
 observed loss misses the bottom by up to k·(ln 2 / 2)², an amount that drifts with the hp
@@ -45,13 +51,14 @@ def profile_cells(sub: pl.DataFrame, keys: list[str], over: str) -> pl.DataFrame
     windows = [w for *_, w in found]
     q2_typ = typical_curvature(windows)
     ss, dof = float(sub["ss"].sum()), int((sub["n"] - 1).sum())
-    s2 = robust_sigma2(windows)
-    s2 = max(s2 if np.isfinite(s2) else 0.0, ss / dof if dof > 0 else 0.0)
+    s2, s2_dof = robust_sigma2(windows)
+    if not np.isfinite(s2) or (dof > 0 and ss / dof > s2):
+        s2, s2_dof = (ss / dof, dof) if dof > 0 else (0.0, 0)
     rows = []
     for g, u, y, w in found:
         best = int(np.argmin(y))
         row = g.row(best, named=True)
-        w, status = narrowed(w, u, y, g["n"].to_numpy().astype(float), over, q2_typ, s2)
+        w, status = narrowed(w, u, y, g["n"].to_numpy().astype(float), over, q2_typ, s2, s2_dof)
         deep = status == "deep"
         if w.why is None and not deep:
             row.update(loss=w.bottom, over=float(np.exp(w.u_star)), over_edge=None)

@@ -31,6 +31,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
 from analysis.recipes.cells import SEED_COLUMNS, cell_columns
+from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
 from analysis.transfer.optimum import Noise, locate_optima
@@ -174,14 +175,15 @@ def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | No
     e.g. runs from two token budgets under a law in N alone: their losses would be
     averaged."""
     keys = [*x, hp, *([over] if over else [])]
-    skip = {*keys, *(X_SOURCES.get(v, v) for v in x), "block"}
+    skip = {*keys, *(X_SOURCES.get(v, v) for v in x), "block",
+            *(f"{CONFIG_PREFIX}{k}" for k in keys)}  # an external table's dotted copies
     if "D" in x:  # D is D_total; U = D_unique
         skip |= {"D_total"}
     if "U" in x:
         skip |= {"D_unique"}
     other = setting_columns(frame, skip)
     if {"U", "D"} <= set(other) and (frame["U"] == frame["D"]).all():
-        other.remove("U")  # prepare_runs' copy of D for a table without U: one setting
+        other.remove("U")  # prepare_runs' copy of D for a plain table without U
     if not other:
         return None
     distinct = frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)  # per cell

@@ -186,3 +186,20 @@ def test_x_takes_any_subset_of_n_d_u_c():
         fit_transfer(table, ("N", "d"), "lr")
     with pytest.raises(AnalysisInputError, match="names a variable twice"):
         fit_transfer(table, ("N", "N"), "lr")
+
+
+def test_cli_prints_the_mixed_note_for_a_csv_and_takes_any_x(tmp_path, capsys):
+    """``scalelab transfer table.csv``: the note on stdout; --x D (or N,D in any order);
+    a bad name is one line with a did-you-mean, exit 2."""
+    from _cli_exit import run_cli
+
+    csv = tmp_path / "li.csv"
+    _li_table(jitter=0.5).write_csv(csv)
+    code, out, _ = run_cli(["transfer", str(csv), "--hp", "lr", "--out", str(tmp_path / "f")], capsys)
+    assert code == 0 and "note: 4 group(s) mix cells of runs that differ in D_unique, D_total (" in out
+    code, out, _ = run_cli(["transfer", str(csv), "--hp", "lr", "--x", "D,N", "--predict",
+                            "N=1e9,D=2e10", "--out", str(tmp_path / "g")], capsys)
+    assert code == 0 and "lr* = c * D^a_D * N^a_N" in out and "mix cells" not in out
+    code, _, err = run_cli(["transfer", str(csv), "--hp", "lr", "--x", "N,d"], capsys)
+    assert code == 2 and "'d' is not a variable (did you mean 'D'?)" in err
+    assert len(err.strip().splitlines()) == 1
