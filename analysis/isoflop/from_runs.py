@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.fit.xvars import fit_ready, with_x_columns
 from analysis.isoflop.isoflop import IsoFlopFit, fit_isoflops
 from analysis.isoflop.window import DEFAULT_WINDOW
 from analysis.tables.select import select_runs
-from analysis.fit.xvars import fit_ready, with_x_columns
 
 __all__ = ["IsoFlopSelection", "isoflop_selection"]
 

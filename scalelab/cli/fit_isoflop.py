@@ -82,7 +82,7 @@ def _print(console: Console, line: str) -> None:
 
 
 def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed: int,
-                out: Path, group_by: Sequence[str] = (), window: float | None = 16.0,
+                out: Path, group_by: Sequence[str] = (), window: float | None = 8.0,
                 method: str = "parabola") -> None:  # fmt: skip
     """Fit, print and plot; with ``group_by``, one fit per group in one table and a plot
     per group (``<out>-<group>``). The caller maps AnalysisInputError to a UserError; a
