@@ -80,11 +80,12 @@ def test_no_group_sets_the_law_alone():
     """Before: the group weights followed 1 / SE² with SEs down to 0.005 in ln lr, chi2/dof up
     to 22 (220 with noise 0.005). Now: every group's SE >= 0.03 here (measured min 0.042)
     and no group holds half of the total weight (15 groups: equal shares are 0.07)."""
-    for s in range(10):
-        fit = _fit(4, s)
+    fits = [_fit(4, s) for s in range(10)]
+    # before: errors +0.675, -0.62, -0.338, -0.467 in 4 of these 10 (chi2/dof up to 19)
+    assert all(abs(f.law.coef[1] - TRUTH.a_n) < 0.3 for f in fits)
+    for fit in fits:
         assert fit.accepted["se_u"].min() > 0.03
         assert fit.law.max_weight < 0.5
-        assert abs(fit.law.coef[1] - TRUTH.a_n) < 0.3
 
 
 def test_a_diverged_run_cannot_pull_a_profiled_bottom_below_the_data():
