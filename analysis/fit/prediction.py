@@ -151,7 +151,8 @@ class Holdout2D:
 
         head = (f"held out N = {sizes}" if self.k == 1
                 else f"held out the largest {self.k} (N = {sizes})")
-        return (f"{head} ({len(self.points)} runs, {hit} covered): "
+        runs = f"{len(self.points)} run" + ("s" if len(self.points) != 1 else "")
+        return (f"{head} ({runs}, {hit} covered): "
                 + "; ".join(one(p) for p in self.points))
 
 
