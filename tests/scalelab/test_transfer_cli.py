@@ -63,8 +63,11 @@ def test_bad_hp_and_x_exit_2_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--hp optim.lrr: no such column (did you mean 'optim.lr'?)" in err
     assert len(err.strip().splitlines()) == 1
-    assert exit_code(["transfer", sweep, "--hp", "optim.lr", "--x", "D"]) == 2
-    assert "--x: expected one of N, N,D, C" in capsys.readouterr().err
+    # Any subset of N, D, U, C is a law (issue 35: batch-size laws in D alone are published).
+    assert exit_code(["transfer", sweep, "--hp", "optim.lr", "--x", "Q"]) == 2
+    err = capsys.readouterr().err
+    assert "--x: expected N, D, U or C" in err and "'Q' is not a variable" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_x_choices_match_the_analysis():
