@@ -66,7 +66,8 @@ from analysis.fit.fit import FitResult, fit_law
 from analysis.fit.saturation_identified import not_identified
 from analysis.laws.laws import Chinchilla, DataConstrained
 
-__all__ = ["BASE_NAMES", "STAGE1_MARGIN", "fit_data_constrained", "stage1_filter", "stage1_min_runs"]
+__all__ = ["BASE_NAMES", "STAGE1_MARGIN", "fit_data_constrained", "fit_stage1", "stage1_filter",
+           "stage1_min_runs"]
 
 STAGE1_MARGIN = 1
 
@@ -116,6 +117,40 @@ def _split_tie(tie: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str,
     return base, {p: t for p, t in tie.items() if p not in base}
 
 
+def fit_stage1(data: pl.DataFrame, *, stage1: str | float | pl.Expr = "one_epoch",
+               tie: Mapping[str, str] | None = None, max_rounds: int = 5,
+               **fit_options: Any) -> tuple[FitResult, pl.DataFrame]:
+    """Stage 1 (module docstring): the base law fitted on the runs passing ``stage1`` with
+    N <= N_opt(U) under the current fit, refitted until that set stops changing (at most
+    ``max_rounds``). Returns (the base fit, the runs it was fitted on, with every column of
+    ``data``). ``tie``: ties among base parameters; ``fit_options`` pass to ``fit_law``."""
+    if max_rounds < 1:
+        raise AnalysisInputError(f"max_rounds must be >= 1, got {max_rounds}")
+    keep = stage1_filter(stage1)
+    tie1, _ = _split_tie(tie)
+    need = stage1_min_runs(tie1)
+    chosen: pl.DataFrame | None = None
+    current: FitResult | None = None
+    for _ in range(max_rounds):
+        rows = _base_rows(data, None if current is None else current.params, keep)
+        if rows.height < need:  # free coordinates after tie + STAGE1_MARGIN
+            raise AnalysisInputError(
+                f"stage 1 needs >= {need} runs ({need - STAGE1_MARGIN} free base "
+                f"parameters + {STAGE1_MARGIN}) passing stage1={stage1!r} "
+                f"and N <= N_opt(U); found {rows.height}"
+            )
+        if chosen is not None and rows.height == chosen.height and rows.equals(chosen):
+            break
+        chosen = rows
+        # Round 1 searches the full grid; later rounds refit a subset of the same runs
+        # and start from the previous optimum.
+        starts = fit_options.get("starts", "auto") if current is None else current.params
+        opts = {k: v for k, v in fit_options.items() if k != "starts"}
+        current = fit_law(Chinchilla(), rows, starts=starts, tie=tie1, **opts)
+    assert current is not None and chosen is not None
+    return current, chosen
+
+
 def fit_data_constrained(
     data: pl.DataFrame,
     *,
@@ -139,14 +174,13 @@ def fit_data_constrained(
             raise AnalysisInputError(
                 f"data_constrained needs column '{c}'; the data has {data.columns}"
             )
-    keep = stage1_filter(stage1)
+    stage1_filter(stage1)  # a bad stage1 is refused before any fit
     if weights is not None and not isinstance(weights, str):
         w = np.asarray(weights, dtype=float).reshape(-1)
         if w.size != data.height:
             raise AnalysisInputError(f"weights: {w.size} values for {data.height} points")
         data, weights = data.with_columns(pl.Series(_WEIGHTS, w)), _WEIGHTS
     tie1, tie2 = _split_tie(tie)
-    need = stage1_min_runs(tie)
     fit_options = {**fit_options, "loss": loss, "delta": delta, "weights": weights}
     base_fit: FitResult | None = None
     chosen: pl.DataFrame | None = None
@@ -155,25 +189,9 @@ def fit_data_constrained(
     elif base is not None:
         base_params = {k: float(base[k]) for k in BASE_NAMES}
     else:
-        current: Mapping[str, float] | None = None
-        for _ in range(max_rounds):
-            rows = _base_rows(data, current, keep)
-            if rows.height < need:  # free coordinates after tie + STAGE1_MARGIN
-                raise AnalysisInputError(
-                    f"stage 1 needs >= {need} runs ({need - STAGE1_MARGIN} free base "
-                    f"parameters + {STAGE1_MARGIN}) passing stage1={stage1!r} "
-                    f"and N <= N_opt(U); found {rows.height}"
-                )
-            if chosen is not None and rows.height == chosen.height and rows.equals(chosen):
-                break
-            chosen = rows
-            # Round 1 searches the full grid; later rounds refit a subset of the same runs
-            # and start from the previous optimum.
-            starts = fit_options.get("starts", "auto") if current is None else current
-            opts = {k: v for k, v in fit_options.items() if k != "starts"}
-            base_fit = fit_law(Chinchilla(), rows, starts=starts, tie=tie1, **opts)
-            current = base_fit.params
-        base_params = dict(current)  # type: ignore[arg-type]
+        base_fit, chosen = fit_stage1(data, stage1=stage1, tie=tie1, max_rounds=max_rounds,
+                                      **fit_options)
+        base_params = dict(base_fit.params)
     fixed = {k: base_params[k] for k in BASE_NAMES}
     result = fit_law(DataConstrained(), data, fixed=fixed, tie=tie2, **fit_options)
     ni = not_identified(result)

@@ -58,7 +58,7 @@ import polars as pl
 from scipy import stats
 
 from analysis.errors import AnalysisInputError
-from analysis.fit.constrained import BASE_NAMES, stage1_filter
+from analysis.fit.constrained import BASE_NAMES, fit_stage1
 from analysis.fit.diagnostics import at_bounds
 from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla, DataConstrained, Law
@@ -215,7 +215,7 @@ def refit_2d(train: pl.DataFrame, law: str, *, seed: int = 0,
     (n,) of the runs its base law was fitted on (all of them for chinchilla).
 
     chinchilla: ``fit_law``. data_constrained: the two stages of
-    ``constrained.fit_data_constrained`` with its stage-1 rule (one-epoch runs, then
+    ``constrained.fit_data_constrained``: ``constrained.fit_stage1`` (one-epoch runs, then
     N <= N_opt(U) under the last base law until the set of runs stops changing, at most
     ``max_rounds``), the result's ``base`` holding stage 1; run here without that function's
     identifiability diagnostics (profiles, resampled stages), which ``_linearised`` replaces
@@ -224,26 +224,8 @@ def refit_2d(train: pl.DataFrame, law: str, *, seed: int = 0,
     if law == "chinchilla":
         return fit_law(Chinchilla(), train, **opts), np.ones(train.height, dtype=bool)
     idx = "__row__"
-    one = train.with_row_index(idx).filter(stage1_filter("one_epoch"))
-    current: dict[str, float] | None = None
-    chosen: pl.DataFrame | None = None
-    base: FitResult | None = None
-    for _ in range(max_rounds):
-        rows = one
-        if current is not None:
-            n_opt = DataConstrained().n_opt(current, one["U"].to_numpy().astype(float))
-            rows = one.filter(pl.Series(one["N"].to_numpy() <= n_opt * (1 + 1e-9)))
-        if rows.height < len(BASE_NAMES) + 1:
-            raise AnalysisInputError(
-                f"stage 1 needs >= {len(BASE_NAMES) + 1} one-epoch runs with N <= N_opt(U); "
-                f"found {rows.height}")
-        if chosen is not None and rows.equals(chosen):
-            break
-        chosen = rows
-        base = fit_law(Chinchilla(), rows.drop(idx),
-                       starts="auto" if current is None else current, **opts)
-        current = dict(base.params)
-    assert current is not None and chosen is not None
+    base, chosen = fit_stage1(train.with_row_index(idx), max_rounds=max_rounds, **opts)
+    current = base.params
     fit = fit_law(DataConstrained(), train, fixed={p: current[p] for p in BASE_NAMES}, **opts)
     mask = np.zeros(train.height, dtype=bool)
     mask[chosen[idx].to_numpy()] = True

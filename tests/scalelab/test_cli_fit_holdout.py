@@ -110,9 +110,10 @@ def test_off_by_default(tmp_path, capsys):
      "parameters needs >= 4"),
     (["--group-by", "arm", "--holdout-largest", "5"],
      "5 leaves 3 of 8 distinct N values in group arm=a;"),
-    (["--law", "chinchilla", "--holdout-largest", "1"], "not offered for --law chinchilla"),
-    (["--law", "data_constrained", "--holdout-largest", "1"],
-     "not offered for --law data_constrained"),
+    # A law of (N, D) is offered since issue 35 (analysis/fit/prediction.py); it refuses a K
+    # that leaves fewer than 2 distinct N.
+    (["--law", "chinchilla", "--holdout-largest", "7"],
+     "--holdout-largest: 7 leaves 1 of 8 distinct N values; the refit of chinchilla needs >= 2"),
     (["--isoflop", "--holdout-largest", "1"], "--isoflop fits no law to extrapolate"),
 ])
 def test_refusals_exit_2_with_one_line(tmp_path, capsys, extra, message):
