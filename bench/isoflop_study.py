@@ -39,10 +39,14 @@ from analysis.isoflop.isoflop import fit_isoflops  # noqa: E402
 from analysis.isoflop.realistic import realistic_points, realistic_study  # noqa: E402
 from analysis.isoflop.synthetic import study_designs, sweep_points  # noqa: E402
 
-SETTINGS = [(None, "parabola"), (4.0, "parabola"), (6.0, "parabola"), (8.0, "parabola"),
-            (12.0, "parabola"), (16.0, "parabola"), (32.0, "parabola"), (None, "interp"),
-            (8.0, "interp"), (16.0, "interp")]  # fmt: skip
-LOST = 0.2  # the lost-vertex share counted in the table (fit_isoflops's warning level)
+SETTINGS = [(None, "parabola", False), (4.0, "parabola", False), (6.0, "parabola", False),
+            (8.0, "parabola", False), (12.0, "parabola", False), (16.0, "parabola", False),
+            (32.0, "parabola", False), (None, "parabola", True), (4.0, "parabola", True),
+            (6.0, "parabola", True), (8.0, "parabola", True), (12.0, "parabola", True),
+            (16.0, "parabola", True), (32.0, "parabola", True), (None, "interp", False),
+            (8.0, "interp", False), (16.0, "interp", False)]  # fmt: skip
+"""(window, method, joint): the two-stage fit (a parabola per budget, a line through the
+vertices; joint=False, the old fit) and the joint one (``analysis.isoflop.joint``)."""
 
 
 def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float):
@@ -61,10 +65,12 @@ def run(job: tuple) -> list[dict]:
     study, seed, n_boot, derived, jitter_nd = job
     rows = []
     for name, t, data in _sweeps(study, seed, derived, jitter_nd):
-        for window, method in SETTINGS:
-            row = {"seed": seed, "design": name, "window": window, "method": method}
+        for window, method, joint in SETTINGS:
+            row = {"seed": seed, "design": name, "window": window, "method": method,
+                   "joint": joint}
             try:
-                fit = fit_isoflops(data, window=window, method=method, n_boot=n_boot, seed=seed)
+                fit = fit_isoflops(data, window=window, method=method, joint=joint,
+                                   n_boot=n_boot, seed=seed)
             except AnalysisInputError as err:  # refused: fewer than 2 usable budgets
                 rows.append({**row, "dev": np.nan, "in_ci": False, "in_boot": False,
                              "width": np.nan, "lost": 0, "warned": True,
@@ -81,18 +87,19 @@ def run(job: tuple) -> list[dict]:
 
 def table(rows: list[dict], seeds: int) -> list[str]:
     """One markdown row per candidate, all seeds pooled, then the per-seed medians."""
-    out = ["| window | method | median dev | worst dev | dev > 4% | refused | truth in CI "
+    out = ["| window | method | line | median dev | worst dev | dev > 4% | refused | truth in CI "
            "| in bootstrap CI | median CI half-width / a | median dev per seed "
            "| warned | worst dev unwarned |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for window, method in SETTINGS:
-        sel = [r for r in rows if r["window"] == window and r["method"] == method]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for window, method, joint in SETTINGS:
+        sel = [r for r in rows if r["window"] == window and r["method"] == method
+               and r["joint"] == joint]  # fmt: skip
         fitted = [r for r in sel if not r["error"]]
         dev = np.array([r["dev"] for r in fitted])
         clean = [r["dev"] for r in fitted if not r["warned"]]
         per_seed = [np.median([r["dev"] for r in fitted if r["seed"] == s]) for s in range(seeds)]
         out.append(
-            f"| {window or 'all'} | {method} | {100 * np.median(dev):.2f}% | "
+            f"| {window or 'all'} | {method} | {'joint' if joint else 'two-stage'} | {100 * np.median(dev):.2f}% | "
             f"{100 * dev.max():.2f}% | {int(np.sum(dev > 0.04))} | {len(sel) - len(fitted)} | "
             f"{sum(r['in_ci'] for r in fitted)}/{len(fitted)} | "
             f"{sum(r['in_boot'] for r in fitted)}/{len(fitted)} | "

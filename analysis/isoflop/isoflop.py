@@ -17,6 +17,10 @@ Procedure of ``fit_isoflops``:
    so b = 1 - a exactly).
 4. Over the kept budgets, least squares in log-log: ln N_opt = ln G_N + a ln C and
    ln D_opt = ln G_D + b ln C (Hoffmann et al. sec. 3.2; their Table 2 reports a and b).
+   ``joint=True`` (parabola only): instead one least-squares fit of every kept budget's
+   windowed points with its parabola's vertex on the line (``analysis.isoflop.joint``);
+   not the default: on the realistic study it lowers the median error but not the tail,
+   and it moves a on Epoch's points from 0.494 to 0.517 (docs/isoflop.md).
 5. Bootstrap over points: ``n_boot`` seeded resamples, each drawing every budget's points
    with replacement (a budget's resamples all at once, batched numpy), refitting the
    parabolas and both power laws. A resampled budget whose parabola is not convex or
@@ -38,9 +42,10 @@ Procedure of ``fit_isoflops``:
    a fifth of plausible redraws of its runs have no minimum inside the grid.
    It stays in the fit, with the warning, rather than leaving it, because (a) leaving
    it did not make the exponent more accurate on the realistic synthetic study
-   (``bench/isoflop_study.py``, window 8: median |a error| 0.99% kept, 1.16% with such
-   budgets dropped; sweeps over 4% off: 3 kept, 5 dropped; docs/isoflop.md): a weak
-   vertex is noisy but not biased, and dropping it also drops a budget of the line;
+   (``bench/isoflop_study.py``, 240 sweeps, window 8: median |a error| 1.03% kept,
+   1.04% with such budgets dropped, 1.11% dropped from 10%; worst 13.1% kept, 16.5%
+   dropped; sweeps beyond 4% off: 20 kept, 21 dropped; docs/isoflop.md): a weak vertex
+   is noisy but not biased, and dropping it also drops a budget of the line;
    and (b) the point estimate would otherwise depend on the bootstrap's seed and size
    (``n_boot=0`` would give another a). The warning says to add runs around that
    budget's minimum.
@@ -100,6 +105,7 @@ class IsoFlopFit:
     warnings: tuple[str, ...] = ()
     window: float | None = DEFAULT_WINDOW
     method: str = "parabola"
+    joint: bool = False
     a_ci_boot: tuple[float, float] = (float("nan"), float("nan"))
     b_ci_boot: tuple[float, float] = (float("nan"), float("nan"))
     n_coef_ci: tuple[float, float] = (float("nan"), float("nan"))
@@ -243,12 +249,11 @@ def _warnings(kept: int, total: int) -> tuple[str, ...]:
     )
 
 
-def _alternatives(g: Budgets, window, log_loss, min_points, min_side, done) -> pl.DataFrame:
+def _alternatives(g: Budgets, window, opts: dict, done) -> pl.DataFrame:
     """The refits over ``robust.choices`` (reusing the ones in ``done``): one row each."""
     rows = []
     for w, m in choices(window):
-        est = done.get((w, m)) or estimate(g, window=w, method=m, log_loss=log_loss,
-                                           min_points=min_points, min_side=min_side)  # fmt: skip
+        est = done.get((w, m)) or estimate(g, window=w, method=m, **opts)
         rows.append({"window": w, "method": m, "kept": int(est.keep.sum()), "a": est.a,
                      "b": est.b, "ln_n_coef": est.ln_gn, "ln_d_coef": est.ln_gd})  # fmt: skip
     return pl.DataFrame(rows, schema={"window": pl.Float64, "method": pl.String,
@@ -268,6 +273,7 @@ def fit_isoflops(
     rtol: float | None = None,
     window: float | None = DEFAULT_WINDOW,
     method: str = "parabola",
+    joint: bool = False,
     robust: bool = True,
     min_points: int = 3,
     min_side: int = 2,
@@ -285,7 +291,9 @@ def fit_isoflops(
     its lowest-loss N (``analysis.isoflop.window``; default 8, chosen on the realistic synthetic
     study in docs/isoflop.md; None: all runs, as Hoffmann et al.). ``method``: "parabola" (the
     vertex, Hoffmann et al.) or "interp" (a smoothing spline's argmin, Porian et al. 2024,
-    arXiv 2406.19146). ``robust``: widen the CIs of a, b and the coefficients by the
+    arXiv 2406.19146). ``joint``: the power law as one joint fit of the parabolas with
+    their vertices on it (``analysis.isoflop.joint``; the default two-stage fit otherwise).
+    ``robust``: widen the CIs of a, b and the coefficients by the
     spread of the refits at windows w/2, w, 2w x both methods (``analysis.isoflop.robust``).
     ``min_points``/``min_side``: the guards (``analysis.isoflop.parabola``). Fewer than 3
     kept budgets: a line in ``warnings``. Raises AnalysisInputError on a missing column, a
@@ -303,7 +311,8 @@ def fit_isoflops(
     if rtol is None:
         rtol = DERIVED_RTOL if derived else 0.05
     g = group_budgets(C, n_arr, d_arr, l_arr, budgets=budgets, rtol=rtol)
-    opts = {"log_loss": log_loss, "min_points": min_points, "min_side": min_side}
+    opts = {"log_loss": log_loss, "min_points": min_points, "min_side": min_side,
+            "joint": joint}
     main = estimate(g, window=window, method=method, **opts)
     _refuse_unusable(main.fits)
     par = main if method == "parabola" else estimate(g, window=window, method="parabola", **opts)
@@ -327,8 +336,10 @@ def fit_isoflops(
         sa, ca = power_law(log_c, vx, wb)
         sb, cb = power_law(log_c, vd, wb)
         boot = np.stack([sa, ca, sb, cb], axis=1)[wb.sum(axis=1) >= 2]
-        # centred on this method's estimate (the interp method borrows the parabola's spread)
-        boot = boot + np.array([a - par.a, ln_gn - par.ln_gn, b - par.b, ln_gd - par.ln_gd])
+        # centred on this fit's estimate: the resampled lines are the two-stage ones
+        # through the parabolas' vertices; the interp method and the joint fit borrow
+        # their spread (the joint fit is the less noisy: a conservative interval)
+        boot = boot + np.array([a, ln_gn, b, ln_gd]) - np.array(par.two_stage)
         se = np.stack([_se(np.exp(vx)), _se(np.exp(vd)), _se(vy)])
         se[:, np.array([f.n_points for f in par.fits]) <= 3] = np.nan  # interpolated: no spread
         weak_notes, weak = _weak_budgets(vx, keep, g.C_budget)
@@ -337,7 +348,7 @@ def fit_isoflops(
             notes.append(f"{n_boot - boot.shape[0]} resample(s) had < 2 usable budgets")
     nan2 = (float("nan"), float("nan"))
     done = {(window, method): main, (window, "parabola"): par}
-    alts = _alternatives(g, window, log_loss, min_points, min_side, done) if robust else None
+    alts = _alternatives(g, window, opts, done) if robust else None
     a_boot = b_boot = a_ci = b_ci = n_ci = d_ci = nan2
     a_se = b_se = float("nan")
     if boot.shape[0] >= 2:
@@ -378,6 +389,6 @@ def fit_isoflops(
         optima=optima, points=points, boot=boot, level=level, n_boot=n_boot,
         log_loss=log_loss, notes=tuple(notes),
         warnings=_warnings(int(keep.sum()), len(fits)) + tuple(weak),
-        window=window, method=method, a_ci_boot=a_boot, b_ci_boot=b_boot,
+        window=window, method=method, joint=joint, a_ci_boot=a_boot, b_ci_boot=b_boot,
         n_coef_ci=n_ci, d_coef_ci=d_ci, alternatives=alts,
     )  # fmt: skip

@@ -27,15 +27,17 @@ __all__ = ["DEFAULT_WINDOW", "window_mask"]
 DEFAULT_WINDOW = 8.0
 """w: keep N within a factor 8 (0.9 decades) of the lowest-loss N. Chosen on the
 realistic synthetic study of ``bench/isoflop_study.py`` (``analysis.isoflop.realistic``:
-72 sweeps, loss noise 0.005-0.02 nats, off-centre lopsided ladders of 3-12 sizes, 4-8
-budgets; docs/isoflop.md), parabola: median |a error| 0.99% (w = 4: 1.38%, 6: 1.14%,
-12: 1.02%, 16: 1.19%, 32: 1.20%, all points: 1.41%; the interpolated argmin 3.3-3.4% at
-any window), 3 of 70 fitted sweeps over 4% (16: 3, 4: 5, 32: 5, all: 9), the truth in the
-widened 95% CI in 67 of 70. At this noise a narrower window leaves too few points to pin
-the vertex and a wider one lets the asymmetric valley (α != β) pull it. The old default,
-16, was chosen on near-noiseless hand-written sweeps (``analysis.isoflop.synthetic``,
-noise 0.1-1% relative); on Porian et al. 2024's 15 configurations (arXiv 2406.19146)
-8 also beat it (median 1.9% against 2.3%, worst 5.3% against 6.5%)."""
+240 sweeps, loss noise 0.005-0.02 nats, off-centre lopsided ladders of 3-12 sizes, 4-8
+budgets; docs/isoflop.md), parabola: median |a error| 1.03%, the lowest (w = 4: 1.14%,
+6: 1.09%, 12: 1.06%, 16: 1.10%, 32: 1.20%, all points: 1.32%; the interpolated argmin
+2.6-2.7% at any window); sweeps beyond 4% off 20 of 235 (12: 16, 16: 23, 4: 24, 32: 27,
+all: 38); the truth in the widened 95% CI in 234 of 235. At this noise a narrower
+window leaves too few points to pin the vertex and a wider one lets the asymmetric
+valley (α != β) pull it; 6 to 16 are within the study's own noise of each other. The
+old default, 16, was chosen on near-noiseless hand-written sweeps
+(``analysis.isoflop.synthetic``, noise 0.1-1% relative); on Porian et al. 2024's 15
+configurations (arXiv 2406.19146) 8 also beat it (median 1.9% against 2.3%, worst 5.3%
+against 6.5%, as measured for issue 35)."""
 
 _EPS = 1e-9  # relative slack on the window's edges (an N at exactly N_best * w is kept)
 
