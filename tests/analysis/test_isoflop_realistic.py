@@ -97,3 +97,15 @@ def test_a_budget_losing_its_vertex_rarely_is_only_a_note():
     fit = fit_isoflops(_with_weak_budget(0), n_boot=200, seed=0)  # measured: 6%
     assert not any("usable vertex" in w for w in fit.warnings)
     assert any(n.startswith("budget C = 3e+20: no usable vertex in") for n in fit.notes)
+
+
+def test_joint_line_recovers_a_clean_sweep_and_leaves_the_vertices_alone():
+    d = study_designs(0)[0]  # 5 budgets, 0.3% noise
+    data = sweep_points(d)
+    two, joint = fit_isoflops(data, n_boot=50), fit_isoflops(data, joint=True, n_boot=50)
+    assert joint.joint and not two.joint
+    assert abs(joint.a - d.true_a) / d.true_a < 0.02 and joint.a != two.a
+    assert joint.optima.equals(two.optima)  # each budget's own vertex, as before
+    assert joint.a_ci[0] <= joint.a <= joint.a_ci[1]
+    assert joint.a + joint.b == pytest.approx(1.0)  # C = 6 N D
+    assert fit_isoflops(data, joint=True, n_boot=0).a == joint.a  # deterministic
