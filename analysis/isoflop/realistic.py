@@ -18,7 +18,7 @@ scatter of Hoffmann's points):
   isoFLOP curve, hence its signal against the noise, stays as in real sweeps whatever α
   and β are;
 - the budgets: 4, 5, 6 or 8, log-spaced over 2 to 3.5 decades of C, the lowest in
-  [1e16, 1e19), the highest up to about 6e20 (published sweeps span 2.5-3.5 decades);
+  [1e16, 1e18], the highest up to about 6e20 (published sweeps span 2.5-3.5 decades);
 - the grids: each budget is a ladder of 3 to 12 model sizes (a sweep's typical count
   drawn in 5-12, each budget within 2 of it), log-spaced by ``step`` = 0.1 to 0.3 decades
   (factors 1.26 to 2 between sizes, as in published grids), warped (denser on one side)
