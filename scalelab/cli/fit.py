@@ -75,7 +75,7 @@ def _analysis_errors():
 ISOFLOP_METHODS = ("parabola", "interp")
 """analysis.isoflop.estimate.METHODS (tests/scalelab/test_cli_fit_isoflop_groups.py keeps
 them equal: this module does not import analysis at start-up)."""
-ISOFLOP_WINDOW = 16.0
+ISOFLOP_WINDOW = 8.0
 """analysis.isoflop.window.DEFAULT_WINDOW (the same test keeps them equal)."""
 
 

@@ -85,7 +85,7 @@ def test_window_and_method_reach_the_fit(grouped_sweep, capsys, monkeypatch):
     (["--isoflop", "--window", "1"], "--window"),
     (["--isoflop", "--window", "nan"], "--window"),
     (["--isoflop", "--isoflop-method", "spline"], "expected one of parabola, interp"),
-    (["--window", "8"], "applies to --isoflop fits only"),
+    (["--window", "4"], "applies to --isoflop fits only"),
     (["--isoflop-method", "interp"], "applies to --isoflop fits only"),
 ])
 def test_window_and_method_bad_input_exit_2_with_one_line(grouped_sweep, capsys, extra, message):
