@@ -68,6 +68,19 @@ def _near(values: np.ndarray, v: float) -> np.ndarray:
     return np.abs(np.log(values) - np.log(v)) < 1e-6
 
 
+def _ratio_groups(data: pl.DataFrame, x: str, others: list[str]) -> np.ndarray | None:
+    """Each run's tokens-per-parameter ratio D/N (3 significant digits), when the law's other
+    column is D alone and the runs fall into fewer ratio groups than D values (a grid of N
+    by D/N, as in Hoffmann et al.'s and Besiroglu et al.'s designs): then a curve per ratio
+    shows the law along each, where a curve per D would show single points. None otherwise."""
+    if x != "N" or others != ["D"]:
+        return None
+    r = (data["D"].to_numpy().astype(float) / data["N"].to_numpy().astype(float))
+    r = np.array([float(f"{v:.3g}") for v in r])
+    n_ratio, n_d = np.unique(r).size, data["D"].n_unique()
+    return r if n_ratio < n_d else None
+
+
 def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", title: str = ""):
     """Loss vs ``x`` (log axis). A law of x alone gives one curve (with a 95% bootstrap band,
     given ``boot``); a law of (N, D[, U]) gives one curve per distinct D (and U) in the
@@ -92,21 +105,28 @@ def plot_loss_vs_x(data: pl.DataFrame, fit=None, boot=None, *, x: str = "N", tit
                 )
                 band = np.percentile(preds, [2.5, 97.5], axis=0)
     else:
-        every = data.select(others).unique().sort(others).rows()
+        ratio = _ratio_groups(data, x, others)
+        every = (sorted(set(ratio)) if ratio is not None
+                 else data.select(others).unique().sort(others).rows())
         keys = every[:_MAX_CURVES]
         if len(every) > len(keys):  # say that the plot shows a part of the runs
             title = (title or (f"{fit.law.name} fit" if fit is not None else f"loss vs {x}")) + (
                 f" ({len(keys)} of {len(every)} ({', '.join(others)}) settings shown)")
         markers = "osD^vPXh"
         for i, key in enumerate(keys):
-            mask = np.ones(len(xs), dtype=bool)
-            for c, v in zip(others, key):
-                mask &= _near(data[c].to_numpy().astype(float), v)
-            label = ", ".join(f"{c}={human(v)}" for c, v in zip(others, key))
+            if ratio is not None:  # a curve per tokens-per-parameter ratio D/N
+                mask = ratio == key
+                label = f"D/{x} = {human(key)}"
+            else:
+                mask = np.ones(len(xs), dtype=bool)
+                for c, v in zip(others, key):
+                    mask &= _near(data[c].to_numpy().astype(float), v)
+                label = ", ".join(f"{c}={human(v)}" for c, v in zip(others, key))
             ax.scatter(xs[mask], y[mask], s=22, color=f"C{i}", marker=markers[i % 8], zorder=3, label=label)
             if fit is not None:
                 sub = np.geomspace(xs[mask].min(), xs[mask].max(), 100)
-                cond = {c: np.full_like(sub, v) for c, v in zip(others, key)}
+                cond = ({"D": key * sub} if ratio is not None
+                        else {c: np.full_like(sub, v) for c, v in zip(others, key)})
                 ax.plot(sub, fit.predict({x: sub, **cond}), color=f"C{i}")
     if fit is not None and "E" in fit.params:
         E = fit.params["E"]

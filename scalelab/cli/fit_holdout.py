@@ -168,8 +168,9 @@ def _draw_2d(fig, chk: Holdout2D) -> None:
     pred = np.array([p.predicted for p in chk.points])
     err = np.array([[p.predicted - p.lo for p in chk.points],
                     [p.hi - p.predicted for p in chk.points]])
-    ax.errorbar(xs, pred, yerr=err, fmt="s", ms=4, color="C3", capsize=3, zorder=4,
-                label=f"held-out prediction, {100 * chk.level:g}% PI")
+    # black hollow squares: the data's curves use the colour cycle
+    ax.errorbar(xs, pred, yerr=err, fmt="s", ms=6, mfc="none", color="k", capsize=3,
+                zorder=4, label=f"held-out prediction, {100 * chk.level:g}% PI")
     ax.set_ylim(min(ylim[0], float(np.min(pred - err[0]))),
                 max(ylim[1], float(np.max(pred + err[1]))))
     legend_outside(ax, fontsize=7)
