@@ -37,7 +37,7 @@ valley (α != β) pull it; 6 to 16 are within the study's own noise of each othe
 old default, 16, was chosen on near-noiseless hand-written sweeps
 (``analysis.isoflop.synthetic``, noise 0.1-1% relative); on Porian et al. 2024's 15
 configurations (arXiv 2406.19146) 8 also beat it (median 1.9% against 2.3%, worst 5.3%
-against 6.5%, as measured for issue 35)."""
+against 6.5%, as measured on the realistic study)."""
 
 _EPS = 1e-9  # relative slack on the window's edges (an N at exactly N_best * w is kept)
 

@@ -13,7 +13,7 @@ u = ln hp and the cells sorted by u:
    window's range are refused;
 4. SE(u*) by the delta method, gradient g = (0, -1/(2 q2), q1/(2 q2²)), var = σ² gᵀ M g
    with M = (XᵀWX)⁻¹ (the window's unscaled covariance);
-5. the optimum stays inside the data (issue 35: on a published lr x batch study one group's
+5. the optimum stays inside the data (on a published lr x batch study one group's
    quadratic bottomed out at 1.48 nats where every observed loss was above 2.1, SE 0.0004
    in ln lr, a diverged run beside the best bending it). A bottom more than
    ``depth_allowance`` below the best cell (q2_typ · h² + ``DEPTH_Z`` σ: a valley of the

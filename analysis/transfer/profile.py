@@ -9,7 +9,7 @@ the same window as the hp optimum itself), or, where that quadratic is refused (
 at the edge of the values tried, no valley, fewer than 3 values) or its bottom lies too far
 below the best sub-cell even on 3 cells ('too deep': ``analysis.transfer.optimum.narrowed``,
 e.g. a 3-point quadratic through a diverged run at the smallest batch), the best sub-cell's
-loss, flagged: the profiled loss may then be overstated, never invented. Before issue 35 a
+loss, flagged: the profiled loss may then be overstated, never invented. Before this check a
 too-deep bottom was used: on a published lr x batch study (3-4 batch sizes per cell) such
 profiled losses, far below every run, made the lr law's exponent in N -2.86 (truth by the
 study's bootstrap -0.71); on synthetic studies of that shape (bench/transfer_coverage.py)
