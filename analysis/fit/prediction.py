@@ -64,6 +64,7 @@ from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla, DataConstrained, Law
 
 __all__ = ["EXPONENT_STEP", "LAWS_2D", "MAX_CONDITION", "PARAMS_2D", "Coverage2D", "HeldOutRun",
+           "HeldOutSummary",
            "Holdout2D", "coverage_2d", "holdout_largest_2d", "min_sizes_2d", "simulate_2d"]
 
 LAWS_2D = ("chinchilla", "data_constrained")
@@ -106,8 +107,28 @@ class HeldOutRun:
         return self.observed - self.predicted
 
 
+class HeldOutSummary:
+    """What a held-out check says of its ``points`` (each with ``covered`` and ``error``)
+    given its ``why`` ("" when checked): shared by ``Holdout2D`` and the one-variable
+    ``analysis.recipes.extrapolation.HoldoutCheck``."""
+
+    @property
+    def checked(self) -> bool:
+        return not self.why  # type: ignore[attr-defined]
+
+    @property
+    def covered(self) -> bool:
+        """Every held-out observation inside its interval (False when not checked)."""
+        return self.checked and all(p.covered for p in self.points)  # type: ignore[attr-defined]
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((abs(p.error) for p in self.points),  # type: ignore[attr-defined]
+                   default=float("nan"))
+
+
 @dataclass(frozen=True)
-class Holdout2D:
+class Holdout2D(HeldOutSummary):
     """The extrapolation check of a two-variable law: refit without the ``k`` largest N."""
 
     law: str
@@ -119,19 +140,6 @@ class Holdout2D:
     refit: dict[str, float] = field(default_factory=dict)  # natural parameters; {} if none
     dof: int = 0  # runs - parameters of the refit
     why: str = ""  # "" when checked, else why not (in numbers)
-
-    @property
-    def checked(self) -> bool:
-        return not self.why
-
-    @property
-    def covered(self) -> bool:
-        """Every held-out observation inside its interval (False when not checked)."""
-        return self.checked and all(p.covered for p in self.points)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max((abs(p.error) for p in self.points), default=float("nan"))
 
     def line(self) -> str:
         """One line: 'held out N = 1B (3 runs, 3 covered): D = 2B predicted 2.413 (95% PI

@@ -30,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 from analysis import AnalysisInputError
+from analysis.fit.prediction import HeldOutSummary
 from analysis.recipes.kim_law import SCALE, fit_kim
 
 __all__ = ["MIN_POINTS_K2", "MIN_REFIT", "count_label", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
@@ -70,7 +71,7 @@ class HeldOutPoint:
 
 
 @dataclass(frozen=True)
-class HoldoutCheck:
+class HoldoutCheck(HeldOutSummary):
     """The extrapolation check of one law: refit without the ``k`` largest sizes."""
 
     k: int  # sizes held out
@@ -82,19 +83,6 @@ class HoldoutCheck:
     why: str = ""  # "" when checked, else why not (in numbers)
     name: str = "N"  # the law's variable, for the line ("N" or "U")
     scale: float = SCALE  # x * scale is the count the line prints
-
-    @property
-    def checked(self) -> bool:
-        return not self.why
-
-    @property
-    def covered(self) -> bool:
-        """Every held-out observation inside its interval (False when not checked)."""
-        return self.checked and all(p.covered for p in self.points)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max((abs(p.error) for p in self.points), default=float("nan"))
 
     def line(self) -> str:
         """One line, e.g. 'held out N = 271k: predicted 2.013 (95% PI 1.97-2.05), observed
