@@ -64,7 +64,7 @@ from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla, DataConstrained, Law
 
 __all__ = ["EXPONENT_STEP", "LAWS_2D", "MAX_CONDITION", "PARAMS_2D", "Coverage2D", "HeldOutRun",
-           "HeldOutSummary",
+           "HeldOutSummary", "count_label",
            "Holdout2D", "coverage_2d", "holdout_largest_2d", "min_sizes_2d", "simulate_2d"]
 
 LAWS_2D = ("chinchilla", "data_constrained")
@@ -78,8 +78,10 @@ _DECADE = math.log(10.0)
 _SATURATION = ("R_D", "R_N")
 
 
-def _label(v: float) -> str:
-    """1.2e9 -> '1.2B', 3.3e7 -> '33M' (sizes and tokens in lines); >= 1e12 as 1.2e+12."""
+def count_label(v: float) -> str:
+    """271000.0 -> '271k', 1.2e9 -> '1.2B' (sizes, tokens and budgets in lines); from 1e12
+    on (FLOPs) in scientific notation, 1.74e12 -> '1.74e+12'. The held-out lines of both
+    extrapolation checks use it (``analysis.recipes.extrapolation`` re-exports it)."""
     if abs(v) >= 1e12:
         return f"{v:.3g}"
     for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -147,12 +149,12 @@ class Holdout2D(HeldOutSummary):
         if not self.checked:
             return f"extrapolation check: {self.why}"
         pct = f"{100 * self.level:g}%"
-        sizes = ", ".join(_label(v) for v in sorted({p.N for p in self.points}))
+        sizes = ", ".join(count_label(v) for v in sorted({p.N for p in self.points}))
         hit = sum(p.covered for p in self.points)
 
         def one(p: HeldOutRun) -> str:
-            at = f"N = {_label(p.N)}, " if self.k > 1 else ""
-            at += f"D = {_label(p.D)}" + ("" if math.isnan(p.U) else f", U = {_label(p.U)}")
+            at = f"N = {count_label(p.N)}, " if self.k > 1 else ""
+            at += f"D = {count_label(p.D)}" + ("" if math.isnan(p.U) else f", U = {count_label(p.U)}")
             return (f"{at} predicted {p.predicted:.3f} ({pct} PI {p.lo:.3g}-{p.hi:.3g}), "
                     f"observed {p.observed:.3f}, error {p.error:+.3f} nats, "
                     f"{'covered' if p.covered else 'NOT covered'}")

@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from analysis import AnalysisInputError
-from analysis.fit.prediction import HeldOutSummary
+from analysis.fit.prediction import HeldOutSummary, count_label
 from analysis.recipes.kim_law import SCALE, fit_kim
 
 __all__ = ["MIN_POINTS_K2", "MIN_REFIT", "count_label", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
@@ -40,17 +40,6 @@ MIN_REFIT = 4
 """Points the refit needs: 3 parameters + 1 residual degree of freedom for s^2."""
 MIN_POINTS_K2 = 6
 """Holding out the largest two is offered from 6 points on (the refit keeps 4)."""
-
-
-def count_label(v: float) -> str:
-    """271000.0 -> '271k', 1.2e9 -> '1.2B' (sizes and budgets in lines); from 1e12 on (FLOPs
-    of ``scalelab fit --x C``) in scientific notation, 1.74e12 -> '1.74e+12'."""
-    if abs(v) >= 1e12:
-        return f"{v:.3g}"
-    for div, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}"
 
 
 @dataclass(frozen=True)
