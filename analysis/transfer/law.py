@@ -74,11 +74,6 @@ class TransferLaw:
     level: float = 0.95
 
     @property
-    def scale(self) -> float:
-        """1: the covariance is never Birge-scaled (τ² enters the weights instead)."""
-        return 1.0
-
-    @property
     def dof(self) -> int:
         return self.n - len(self.coef)
 
