@@ -63,7 +63,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit.base_dependence import BASE_RESAMPLES, base_dependence
 from analysis.fit.fit import FitResult, fit_law
-from analysis.fit.saturation_identified import not_identified
+from analysis.fit.saturation_identified import SATURATION, not_identified
 from analysis.laws.laws import Chinchilla, DataConstrained
 
 __all__ = ["BASE_NAMES", "STAGE1_MARGIN", "fit_data_constrained", "fit_stage1", "stage1_filter",
@@ -195,7 +195,9 @@ def fit_data_constrained(
     fixed = {k: base_params[k] for k in BASE_NAMES}
     result = fit_law(DataConstrained(), data, fixed=fixed, tie=tie2, **fit_options)
     ni = not_identified(result)
-    if chosen is not None and base_fit is not None and base_resamples:
+    open_ = [p for p in SATURATION if p in result.free and p not in ni]
+    # the base check can only add reasons for constants stage 2 left identified
+    if chosen is not None and base_fit is not None and base_resamples and open_:
         dep = base_dependence(data, chosen, base_fit, result, n=base_resamples,
                               seed=int(fit_options.get("seed", 0)), tie1=tie1, tie2=tie2,
                               options=fit_options)
