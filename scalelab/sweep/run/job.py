@@ -4,7 +4,13 @@
   target (``scalelab.train:train`` unless the spec names another ``module:function``
   taking ``(cfg, run_dir)``); a crash becomes FAILED in status.json, never a lost run.
   A run already COMPLETED or DIVERGED returns at once (requeues are idempotent).
-- ``python -m scalelab.sweep.run.job RUN_DIR [--target module:function]``: the same, as the
+  Before training, the config's identity (``identity.run_id``, the hash of its identity
+  fields) must be the run's id: the ``JobSpec``'s, else the one the directory's name ends
+  with (``identity.id_in_name``). A ``config-input.yaml`` rewritten between launch and job
+  start is refused in one line (stderr and status.json's ``error``), the run is FAILED,
+  and ``scalelab retry --failed`` rewrites the file from the spec and trains the planned
+  config. Neither id known (a job of another kind): nothing to compare.
+- ``python -m scalelab.sweep.run.job RUN_DIR [--target module:function] [--run-id ID]``: the same, as the
   process the local backend and Slurm jobs start. Exit 0 COMPLETED / PREEMPTED / TIMEOUT
   (a clean stop), 3 DIVERGED, 1 FAILED. SIGUSR2 (submitit's preemption signal, which
   Slurm also delivers to child processes) is turned into SIGUSR1, the train loop's
@@ -74,6 +80,11 @@ def run_in_process(spec: JobSpec) -> State:
         return State(status["state"])
     try:
         cfg = load_run_config(run_dir / CONFIG_INPUT)
+        refused = identity_problem(spec, cfg)
+        if refused is not None:
+            print(refused, file=sys.stderr, flush=True)
+            update_status(run_dir, State.FAILED, error=refused)
+            return State.FAILED
         result = resolve_target(spec.target)(cfg, run_dir)
         return State(result) if result is not None else _state_on_disk(run_dir)
     except _StopRequested:
@@ -87,6 +98,28 @@ def run_in_process(spec: JobSpec) -> State:
             update_status(run_dir, State.FAILED, error=_summary(err))
         traceback.print_exc()
         return State.FAILED
+
+
+def expected_id(spec: JobSpec) -> str | None:
+    """The run id the job must train: the spec's when it is a run id, else the one the
+    run directory's name ends with; None when neither is (module docstring)."""
+    from scalelab.identity import ID_HEX, id_in_name
+
+    if len(spec.run_id) == ID_HEX and all(c in "0123456789abcdef" for c in spec.run_id):
+        return spec.run_id
+    return id_in_name(Path(spec.run_dir).name)
+
+
+def identity_problem(spec: JobSpec, cfg) -> str | None:
+    """One line when ``cfg`` (the run's config-input.yaml) is not the run ``spec`` names."""
+    from scalelab.identity import run_id
+
+    expected = expected_id(spec)
+    if expected is None or (found := run_id(cfg)) == expected:
+        return None
+    return (f"{Path(spec.run_dir) / CONFIG_INPUT}: holds run {found}, not this run {expected} "
+            f"(rewritten since launch): refusing to train it; `scalelab retry --failed SWEEP` "
+            f"rewrites it from the spec")
 
 
 def _state_on_disk(run_dir: Path) -> State:
@@ -120,7 +153,8 @@ def exit_code(state: State) -> int:
 
 def command(spec: JobSpec, python: str | None = None) -> list[str]:
     """The argv that executes ``spec`` in a fresh process."""
-    return [python or sys.executable, "-m", "scalelab.sweep.run.job", spec.run_dir, "--target", spec.target]
+    argv = [python or sys.executable, "-m", "scalelab.sweep.run.job", spec.run_dir, "--target", spec.target]
+    return argv + (["--run-id", spec.run_id] if spec.run_id else [])
 
 
 class SlurmRun(submitit.helpers.Checkpointable):
@@ -243,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scalelab.sweep.run.job", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir")
     parser.add_argument("--target", default=DEFAULT_TARGET)
+    parser.add_argument("--run-id", default="", help="the run id the config must have (module docstring)")
     args = parser.parse_args(argv)
     # Slurm delivers the preemption signal (USR2) to every process of the step; the
     # train loop listens to USR1 for "checkpoint and stop", so translate.
@@ -250,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     # until the train loop installs its own handlers, a stop request ends the job cleanly
     signal.signal(signal.SIGUSR1, _stop_before_training)
     signal.signal(signal.SIGTERM, _stop_before_training)
-    spec = JobSpec(run_id="", name="", run_dir=str(Path(args.run_dir).resolve()), target=args.target)
+    spec = JobSpec(run_id=args.run_id, name="", run_dir=str(Path(args.run_dir).resolve()), target=args.target)
     import scalelab
 
     # provenance in the job log: which code tree (a submit-time snapshot on Slurm) runs
