@@ -42,7 +42,7 @@ def ensemble_cmd(
     from rich.table import Table
 
     from scalelab.ensemble.combine import METHODS
-    from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
+    from scalelab.ensemble.evaluate import SHORT_HEX, evaluate_sweep, find_groups
     from scalelab.errors import did_you_mean
 
     for m in method:
@@ -54,7 +54,7 @@ def ensemble_cmd(
     table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size, device=device)
     console = Console()
     for gid, rows in table.group_by("run_id", maintain_order=True):
-        t = Table(title=f"{rows['name'][0]} ({gid[0]})")
+        t = Table(title=f"{rows['name'][0]} ({gid[0][:SHORT_HEX]})")
         t.add_column("K", justify="right")
         for m in method:
             t.add_column(f"loss ({m})", justify="right")

@@ -10,8 +10,9 @@ autoregressively at ``temperature`` (1 in the paper) up to ``seq_len + 1`` token
 generated sequence is one training window of the student.
 
 The output is a token directory (``scalelab.data.format``) named by a content hash of the
-teachers' weight digests and every generation parameter, under ``cache_dir``: an existing
-directory is a cache hit and nothing is generated. For a fixed seed the tokens are the
+teachers' weight digests and every generation parameter (the whole sha256, 64 hex), under
+``cache_dir``: a directory whose header records the same digests and parameters is a cache
+hit and nothing is generated (``find_cached``; a hash prefix alone never decides it). For a fixed seed the tokens are the
 same on a given device (the generator is seeded per (member, batch); CPU is bitwise
 deterministic, CUDA sampling may differ from CPU).
 """
@@ -27,12 +28,16 @@ import torch
 
 from scalelab.distill.decode import sample_batch
 from scalelab.ensemble.load import load_trained, pick_device
+from scalelab.errors import UserError
 from scalelab.identity import canonical_json
 
-__all__ = ["GenerationParams", "assign_members", "draw_prompts", "generate", "generate_tokens", "synthetic_id"]
+__all__ = ["GenerationParams", "assign_members", "draw_prompts", "find_cached", "generate", "generate_tokens",
+           "synthetic_id"]
 
 #: Bump when the sampling procedure changes: old caches then no longer match.
 GENERATOR_VERSION = 1
+LEGACY_HEX = 16
+"""Hex digits of the cache directory names written before the name was the whole hash."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,9 +61,44 @@ class GenerationParams:
 
 
 def synthetic_id(teacher_digests: list[str], params: GenerationParams) -> str:
-    """16 hex chars of sha256 over the ordered teacher digests and the parameters."""
+    """sha256 (all 64 hex) over the generator version, the ordered teacher digests and the
+    parameters: the cache key. Whole, as the run id's full hash (``scalelab.identity``):
+    two generations that shared a prefix would otherwise share one cache directory."""
     blob = canonical_json({"v": GENERATOR_VERSION, "teachers": list(teacher_digests), "params": asdict(params)})
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def find_cached(cache_dir: str | Path, sid: str, teacher_digests: list[str],
+                params: GenerationParams) -> Path | None:
+    """The cached token directory of generation ``sid``, or None: ``<cache_dir>/<sid>``, else
+    one named by the first ``LEGACY_HEX`` digits (written before names were whole), each
+    taken only when its header records this generator version, these teacher digests (in
+    order) and these parameters. A directory of the full name whose header says otherwise
+    is refused in one line (it would be overwritten with other tokens)."""
+    for name in (sid, sid[:LEGACY_HEX]):
+        path = Path(cache_dir) / name
+        meta = _read_meta(path)
+        if meta is None:
+            continue
+        if (meta.get("generator_version", 1) == GENERATOR_VERSION
+                and meta.get("teacher_digests") == list(teacher_digests)
+                and meta.get("generation") == asdict(params)):
+            return path
+        if name == sid:
+            raise UserError("holds teacher text of other teachers or parameters than its name says; "
+                            "remove it to regenerate", file=str(path))
+    return None
+
+
+def _read_meta(path: Path) -> dict | None:
+    """The header of token directory ``path`` (None: none, or not a JSON object)."""
+    import json
+
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
 
 
 def assign_members(n_sequences: int, n_members: int, seed: int) -> np.ndarray:
@@ -108,11 +148,13 @@ def generate(
 
     dev = pick_device(device)
     teachers = [load_trained(d, dev) for d in teacher_dirs]
-    sid = synthetic_id([t.digest for t in teachers], params)
+    digests = [t.digest for t in teachers]
+    sid = synthetic_id(digests, params)
+    cached = find_cached(cache_dir, sid, digests, params)
+    if cached is not None:
+        log(f"synthetic tokens cached: {cached}")
+        return cached
     out = Path(cache_dir) / sid
-    if (out / "meta.json").is_file():
-        log(f"synthetic tokens cached: {out}")
-        return out
     dataset = open_dataset(teachers[0].cfg.data)
     n = params.n_sequences
     prompts = draw_prompts(np.asarray(dataset.train), n, params.prompt_len, params.seed)
@@ -130,7 +172,8 @@ def generate(
         extra={
             "synthetic": True,
             "synthetic_id": sid,
-            "teacher_digests": [t.digest for t in teachers],
+            "generator_version": GENERATOR_VERSION,
+            "teacher_digests": digests,
             "generation": asdict(params),
             "sequence_length": params.seq_len + 1,
             "member_counts": np.bincount(assignment, minlength=len(teachers)).tolist(),

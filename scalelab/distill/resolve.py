@@ -60,11 +60,13 @@ def needs_generation(cfg: RunConfig) -> bool:
 
 
 def generation_key(cfg: RunConfig) -> str:
-    """8 hex chars naming the generation job of a student: its teachers (by run dir) and
-    the generation parameters. Students that share both share one job."""
+    """The sha256 (all 64 hex) naming the generation job of a student: its teachers (by run
+    dir) and the generation parameters. Students that share both share one job; whole, as
+    the run id's full hash, since the key decides which students share a job and the
+    folder ``<sweep>/generate/<key>/`` whose COMPLETED status skips it."""
     blob = canonical_json({"teachers": list(cfg.distill.teachers),
                            "params": dataclasses.asdict(generation_params(cfg))})
-    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _sweep_of(run_dir: str | Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from scalelab.config import DataConfig, RunConfig
-from scalelab.distill.generate import synthetic_id
+from scalelab.distill.generate import find_cached, synthetic_id
 from scalelab.distill.kd import TeacherEnsemble, kd_loss
 from scalelab.distill.mixture import MixtureStream, open_synthetic
 from scalelab.distill.resolve import generation_params, synthetic_cache_dir, teacher_dirs
@@ -31,10 +31,12 @@ def mixture_stream(cfg: RunConfig, run_dir: str | Path, dataset, data_cfg: DataC
     from scalelab.distill.job import synthetic_for
 
     teachers = [load_trained(d, "cpu") for d in teacher_dirs(cfg, run_dir)]
-    sid = synthetic_id([t.digest for t in teachers], generation_params(cfg))
-    path = synthetic_cache_dir(run_dir) / sid
+    digests, params = [t.digest for t in teachers], generation_params(cfg)
+    sid = synthetic_id(digests, params)
     del teachers
-    if not (path / "meta.json").is_file():
+    path = find_cached(synthetic_cache_dir(run_dir), sid, digests, params)
+    if path is None:
+        path = synthetic_cache_dir(run_dir) / sid
         if world_size > 1:
             raise UserError(f"teacher text {path} is not generated yet; launch the sweep (it generates "
                             "before the students) or train this run in one process first", key="distill")

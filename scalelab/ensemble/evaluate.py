@@ -9,7 +9,9 @@ each of its members.
 
 Rows follow the evals schema (``train.records.records.EVALS_SCHEMA``) plus ``members`` (K) and ``method``:
 
-    run_id       the ensemble group's id (8 hex chars; the members' identity minus ``member``)
+    run_id       the ensemble group's id: the sha256 (64 hex) of the members' identity minus
+                 ``MEMBER_KEYS``, whole as the run id's full hash (``scalelab.identity``),
+                 since it decides which runs are one ensemble
     step, tokens the members' final step / training tokens (the minimum over members)
     split        'val'
     loss         mean token cross-entropy (nats) on the held-out batches
@@ -20,7 +22,9 @@ Rows follow the evals schema (``train.records.records.EVALS_SCHEMA``) plus ``mem
     name         the group's readable name; member_run_ids: comma-joined member run ids
     N            total parameters of one member
 
-They land in ``<sweep>/ensembles/evals.parquet`` (rows of re-evaluated groups replaced).
+They land in ``<sweep>/ensembles/evals.parquet`` (rows of re-evaluated groups replaced;
+rows written when the id was its first ``LEGACY_HEX`` digits are replaced by the group whose
+id starts with them).
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from scalelab.store.status import State, read_status
 from scalelab.store.sweep_files import read_sweep_file
 
 __all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "evaluate_group", "evaluate_sweep", "find_groups"]
+
+LEGACY_HEX = 8
+"""Hex digits of the group ids written before the id was the whole hash."""
+SHORT_HEX = 12
+"""Hex digits of a group id shown to a reader (display only: grouping compares it whole)."""
 
 CHUNK_ELEMENTS = 1 << 27
 """Logit elements per forward chunk (512 MiB in fp32): a whole eval batch of a 128k-vocab
@@ -80,7 +89,9 @@ MEMBER_KEYS = ("member", "train.init_seed", "data.seed")
 
 
 def group_id(cfg: RunConfig) -> str:
-    """Hash of the run identity without ``MEMBER_KEYS``: what the members share."""
+    """sha256 (all 64 hex) of the run identity without ``MEMBER_KEYS``: what the members
+    share. Never truncated: runs of two configs whose ids shared a prefix would be pooled
+    into one group (a repeated member index drops it, else its members are mixed)."""
     tree = identity_dict(cfg)
     for key in MEMBER_KEYS:
         node = tree
@@ -88,7 +99,7 @@ def group_id(cfg: RunConfig) -> str:
         for part in parents:
             node = node.get(part, {})
         node.pop(leaf, None)
-    return hashlib.sha256(canonical_json(tree).encode()).hexdigest()[:8]
+    return hashlib.sha256(canonical_json(tree).encode()).hexdigest()
 
 
 def find_groups(sweep_dir: str | Path, *, min_members: int = 2) -> list[EnsembleGroup]:
@@ -199,7 +210,9 @@ def evaluate_sweep(
             progress(group)
     new = pl.concat(frames) if frames else pl.DataFrame(schema=ENSEMBLE_SCHEMA)
     if old is not None:
-        keep = old.filter(~(pl.col("run_id").is_in(new["run_id"].unique().to_list()) & pl.col("method").is_in(list(methods) + ["member"])))
+        ids = new["run_id"].unique().to_list()
+        legacy = [gid[:LEGACY_HEX] for gid in ids]  # the same groups, named by a prefix before
+        keep = old.filter(~(pl.col("run_id").is_in(ids + legacy) & pl.col("method").is_in(list(methods) + ["member"])))
         new = pl.concat([keep.select(list(ENSEMBLE_SCHEMA)), new])
     new = new.sort(["run_id", "method", "members", "member"], nulls_last=True)
     write_parquet_atomic(out, new)

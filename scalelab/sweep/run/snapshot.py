@@ -4,7 +4,9 @@ The import packages' source files (``.py``/``.yaml``: the files git tracks or wo
 track, i.e. not ignored) are copied into ``<sweep>/code/<hash>/``; jobs put that folder
 first on ``PYTHONPATH``, ahead of the editable install, so later edits to the working
 tree do not change queued or requeued runs. The hash covers every file's path and
-bytes; identical code reuses one snapshot. Snapshots are built in a temporary folder
+bytes; identical code reuses one snapshot. The folder is named by the whole sha256 (64
+hex): the name decides reuse, and code that shared a prefix with an earlier snapshot
+would otherwise run the earlier code. Snapshots are built in a temporary folder
 and renamed into place, so a half-copied snapshot is never used.
 """
 
@@ -21,7 +23,6 @@ __all__ = ["PACKAGES", "code_hash", "snapshot_code", "source_files"]
 
 PACKAGES = ("scalelab", "optim", "analysis")
 _SUFFIXES = (".py", ".yaml", ".yml", ".typed")
-HASH_LEN = 12
 
 
 def _default_root() -> Path:
@@ -56,12 +57,13 @@ def source_files(root: str | Path | None = None) -> list[str]:
 
 
 def code_hash(root: str | Path | None = None, files: list[str] | None = None) -> str:
+    """sha256 (64 hex) over every source file's path and bytes: the snapshot's name."""
     root = Path(root) if root else _default_root()
     files = source_files(root) if files is None else files
     digest = hashlib.sha256()
     for rel in files:
         digest.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
-    return digest.hexdigest()[:HASH_LEN]
+    return digest.hexdigest()
 
 
 def snapshot_code(dest_root: str | Path, root: str | Path | None = None) -> Path:
