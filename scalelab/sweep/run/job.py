@@ -43,6 +43,7 @@ import submitit
 from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK
 from scalelab.store.layout import CONFIG_INPUT_FILE
 from scalelab.store.status import State, disk_state, set_aside_corrupt, update_status
+from scalelab.sweep.run.lock import heartbeat, read_claim, release
 
 __all__ = ["CONFIG_INPUT", "DEFAULT_TARGET", "JobSpec", "SlurmRun", "main", "run_in_process"]
 
@@ -85,7 +86,8 @@ def run_in_process(spec: JobSpec) -> State:
             print(refused, file=sys.stderr, flush=True)
             update_status(run_dir, State.FAILED, error=refused)
             return State.FAILED
-        result = resolve_target(spec.target)(cfg, run_dir)
+        with heartbeat(run_dir):  # a long run's claim stays fresh (lock module docstring)
+            result = resolve_target(spec.target)(cfg, run_dir)
         return State(result) if result is not None else _state_on_disk(run_dir)
     except _StopRequested:
         if not _state_on_disk(run_dir).terminal:
@@ -169,8 +171,6 @@ class SlurmRun(submitit.helpers.Checkpointable):
         return {"python": self.python, "requeue": self.requeue, "_proc": None}
 
     def __call__(self, spec: JobSpec) -> str:
-        from scalelab.sweep.run.lock import read_claim, release
-
         env = dict(os.environ, **_torch_env())
         previous = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, self._forward_then(previous))

@@ -5,10 +5,22 @@ private temporary file first and then hard-linked onto the claim path. ``link(2)
 with EEXIST when the claim exists, on local disks and on NFS alike, so exactly one of
 any number of concurrent claimers wins, and nobody ever reads a half-written claim.
 
-A claim records who holds it (host, pid, the Slurm job id once known, a heartbeat).
-It is *live* while its holder is: a Slurm job id is judged by ONE batched scheduler
-poll per sweep (``alive_jobs``); a local claim by its pids on this host; a claim from
-another host without a job id by its heartbeat age. Stale claims are broken under a
+A claim records who holds it (host, pid, the Slurm job id once known, a heartbeat) and,
+for each pid, the process's start (``process_start``: Linux's boot id and the process's
+start time in clock ticks since boot, field 22 of ``/proc/<pid>/stat``; None where there
+is no ``/proc``), so that a pid the kernel has since given to another process does not
+hold the run. It is *live* while its holder is:
+
+- a Slurm job id: the scheduler decides, by ONE batched poll per sweep (``alive_jobs``;
+  no poll: trusted). A queued job can wait for days, so its heartbeat does not count;
+- a claim without a job id: its heartbeat must be younger than ``STALE_HEARTBEAT_S``,
+  whatever its pids, and on this host one of its pids must be a live process whose start
+  is the one recorded (a claim written before starts were recorded: the pid alone).
+
+Heartbeats: the launcher refreshes its claims every few seconds while a blocking backend
+executes them (``Hooks.tick``), and the job itself refreshes the claim of the run it
+trains every ``HEARTBEAT_EVERY_S`` (``heartbeat``), so that a long healthy run stays live
+even when its launcher was killed. Stale claims are broken under a
 second, short-lived ``mkdir`` lock so that two breakers cannot both remove a claim and
 one of them delete the other's fresh one.
 
@@ -21,27 +33,31 @@ says so in one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalelab.store.atomic import write_json_atomic
 from scalelab.store.small_file import Unreadable, read_small
 
-__all__ = ["CLAIM_FILE", "Claim", "UnreadableClaim", "is_live", "read_claim", "refresh", "release",
-           "try_claim"]
+__all__ = ["CLAIM_FILE", "HEARTBEAT_EVERY_S", "STALE_HEARTBEAT_S", "Claim", "UnreadableClaim", "heartbeat",
+           "is_live", "process_start", "read_claim", "refresh", "release", "try_claim"]
 
 CLAIM_FILE = "claim.json"
 STALE_HEARTBEAT_S = 900.0
-"""A claim from another host with no job id is presumed dead after this long without a
-heartbeat (the launcher refreshes its claims while it runs)."""
+"""A claim with no job id is dead after this long without a heartbeat, whatever its pids
+(the launcher and the job refresh it while they run: module docstring)."""
+HEARTBEAT_EVERY_S = 60.0
+"""How often a job refreshes its run's claim (``heartbeat``): 15 beats per stale limit."""
 _BREAK_LOCK_STALE_S = 60.0
 
 
@@ -61,6 +77,10 @@ class Claim:
     """The process that trains (local backend), on ``host``."""
     created: float = 0.0
     heartbeat: float = 0.0
+    start: str | None = None
+    """``process_start(pid)`` when claimed (None: unknown, or a claim of an older scalelab)."""
+    worker_start: str | None = None
+    """``process_start(worker_pid)``."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +99,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "token": (str,), "host": (str,), "pid": (int,), "backend": (str,),
     "job_id": (str, type(None)), "worker_pid": (int, type(None)),
     "created": (int, float), "heartbeat": (int, float),
+    "start": (str, type(None)), "worker_start": (str, type(None)),
 }
 
 
@@ -135,6 +156,44 @@ def _same(held: Claim, judged: Claim) -> bool:
     return not isinstance(held, UnreadableClaim) and held.token == judged.token
 
 
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def process_start(pid: int | None) -> str | None:
+    """``<boot id>:<start time in clock ticks since boot>`` of process ``pid`` (Linux,
+    ``proc(5)``: field 22 of ``/proc/<pid>/stat``), which no other process of this boot
+    shares; None where it cannot be read (no such process, no ``/proc``)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except (OSError, ValueError):
+        return None
+    # field 2, the command name, is in parentheses and may hold spaces and ')'
+    fields = stat[stat.rfind(")") + 1:].split()
+    boot = _boot_id()
+    if boot is None or len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return f"{boot}:{fields[19]}"  # fields[0] is field 3 (state): field 22 is fields[19]
+
+
+def _holder_alive(pid: int | None, start: str | None) -> bool:
+    """Whether ``pid`` is a live process that started at ``start`` (a claim without a
+    recorded start, or a system without ``/proc``: the pid alone)."""
+    if not _pid_alive(pid):
+        return False
+    if start is None:
+        return True
+    now = process_start(pid)
+    return now is None or now == start
+
+
 def _pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -160,9 +219,11 @@ def is_live(claim: Claim, alive_jobs: Collection[str] | None = None, *, now: flo
         if alive_jobs is None:
             return True
         return claim.job_id in alive_jobs or claim.job_id.split("_")[0] in alive_jobs
+    if not now - claim.heartbeat < STALE_HEARTBEAT_S:
+        return False
     if claim.host == socket.gethostname():
-        return _pid_alive(claim.pid) or _pid_alive(claim.worker_pid)
-    return now - claim.heartbeat < STALE_HEARTBEAT_S
+        return _holder_alive(claim.pid, claim.start) or _holder_alive(claim.worker_pid, claim.worker_start)
+    return True
 
 
 def try_claim(
@@ -187,6 +248,7 @@ def try_claim(
         backend=backend,
         created=now,
         heartbeat=now,
+        start=process_start(os.getpid()),
     )
     for _ in range(2):
         if _link_new(run_dir, claim):
@@ -254,6 +316,8 @@ def refresh(run_dir: str | Path, claim: Claim, **fields) -> Claim:
     held = read_claim(run_dir)
     if held is None or not _same(held, claim):
         return claim
+    if fields.get("worker_pid") and "worker_start" not in fields:
+        fields["worker_start"] = process_start(fields["worker_pid"])
     new = replace(claim, heartbeat=time.time(), **fields)
     write_json_atomic(_path(run_dir), asdict(new))
     return new
@@ -270,3 +334,29 @@ def release(run_dir: str | Path, claim: Claim | None = None) -> None:
             _break(Path(run_dir), held)
             return
     _path(run_dir).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def heartbeat(run_dir: str | Path, every_s: float = HEARTBEAT_EVERY_S) -> Iterator[None]:
+    """While the block runs (a job training ``run_dir``), refresh the run's claim every
+    ``every_s`` seconds when this process holds it (its ``pid`` or ``worker_pid``): a
+    long run stays live even when the launcher that claimed it is gone."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            held = read_claim(run_dir)
+            if held is not None and not isinstance(held, UnreadableClaim) and \
+                    os.getpid() in (held.pid, held.worker_pid):
+                try:
+                    refresh(run_dir, held)
+                except OSError:  # a full disk: the next beat tries again
+                    pass
+
+    thread = threading.Thread(target=beat, name="scalelab-claim-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5.0)
