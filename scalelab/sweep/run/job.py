@@ -20,7 +20,9 @@
   MASTER_ADDR, MASTER_PORT) and waits. On preemption or timeout submitit calls
   ``checkpoint``: the trainer is told to checkpoint (SIGUSR1), we wait until it has
   stopped, and hand submitit the same job to requeue; the requeued job resumes from
-  the run's training checkpoint. Training in a child process keeps the train loop's own
+  the run's training checkpoint. After ``max_num_timeout`` time limits (submitit's, 3)
+  submitit requeues no more and the job ends FAILED in sacct: the run is then TIMEOUT in
+  status.json, with the command that resumes it (``not_requeued``). Training in a child process keeps the train loop's own
   signal handling intact and the job's memory clean across requeues.
 """
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import submitit
+from submitit.core.utils import UncompletedJobError
 
 from scalelab.errors import EXIT_DIVERGED, EXIT_FAILURE, EXIT_OK
 from scalelab.store.layout import CONFIG_INPUT_FILE
@@ -174,15 +177,20 @@ class SlurmRun(submitit.helpers.Checkpointable):
         env = dict(os.environ, **_torch_env())
         previous = signal.getsignal(signal.SIGUSR2)
         signal.signal(signal.SIGUSR2, self._forward_then(previous))
-        self._proc = subprocess.Popen(command(spec, self.python), env=env)
-        self._reap(timeout=None)
-        state = settle(spec.run_dir, self._proc.returncode) if _rank() == 0 else _state_on_disk(Path(spec.run_dir))
-        if state in (State.PREEMPTED, State.TIMEOUT) and self.requeue:
-            # The trainer stopped on a signal that reached it first (a preemption sends
-            # SIGTERM, then submitit's USR2): give the USR2 time to arrive, so that
-            # submitit requeues this job (its handler exits the process). A plain
-            # scancel kills us meanwhile; the run then shows as CANCELLED.
-            time.sleep(_REQUEUE_SIGNAL_WAIT_S)
+        try:
+            self._proc = subprocess.Popen(command(spec, self.python), env=env)
+            self._reap(timeout=None)
+            state = settle(spec.run_dir, self._proc.returncode) if _rank() == 0 else _state_on_disk(Path(spec.run_dir))
+            if state in (State.PREEMPTED, State.TIMEOUT) and self.requeue:
+                # The trainer stopped on a signal that reached it first (a preemption sends
+                # SIGTERM, then submitit's USR2): give the USR2 time to arrive, so that
+                # submitit requeues this job (its handler exits the process). A plain
+                # scancel kills us meanwhile; the run then shows as CANCELLED.
+                time.sleep(_REQUEUE_SIGNAL_WAIT_S)
+        except UncompletedJobError as err:  # raised by submitit's USR2 handler: no requeue
+            if _rank() == 0:
+                not_requeued(spec.run_dir, _first_line(err))
+            raise
         if state not in (State.PREEMPTED, State.TIMEOUT, State.RUNNING) and _rank() == 0:
             claim = read_claim(spec.run_dir)
             if claim is not None and claim.job_id in _my_job_ids():
@@ -236,6 +244,23 @@ class SlurmRun(submitit.helpers.Checkpointable):
         if not self.requeue:
             return None  # submitit then ends the job without requeueing it
         return submitit.helpers.DelayedSubmission(self, spec)
+
+
+def not_requeued(run_dir: str | Path, why: str) -> State | None:
+    """Record that submitit will not requeue this job (``why``: its reason). Out of
+    requeues (a Slurm time limit hit once more than ``max_num_timeout`` allows: "timed-out
+    too many times") the run is TIMEOUT, with the command that resumes it in ``error``;
+    otherwise (requeue disabled) it stays as the trainer left it. None: nothing written."""
+    if "timed-out" not in why or _state_on_disk(Path(run_dir)).terminal:
+        return None
+    job = ",".join(sorted(_my_job_ids())) or "?"
+    error = (f"out of requeues: Slurm job {job} not requeued by submitit ({why}); "
+             f"`scalelab retry --preempted SWEEP` (or `scalelab sweep SPEC`) resumes it from its checkpoint")
+    return State(update_status(run_dir, State.TIMEOUT, error=error)["state"])
+
+
+def _first_line(err: BaseException) -> str:
+    return next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
 
 
 def _torch_env() -> dict[str, str]:

@@ -11,6 +11,9 @@ the scheduler's verdict and the run's claim fill the gap:
 - Otherwise the scheduler's final state for the run's last job wins over a stale
   RUNNING/PREEMPTED on disk (CANCELLED, FAILED, TIMEOUT, PREEMPTED), and a RUNNING run
   that nobody executes any more is PREEMPTED ("lost"): resumable from its checkpoint.
+  A PREEMPTED run whose job ended FAILED or TIMEOUT was not requeued (submitit stops
+  requeueing after ``max_num_timeout`` time limits, and its job then ends FAILED): it
+  reads TIMEOUT, with ``OUT_OF_REQUEUES`` in its note; ``sweep`` resumes it.
 - A corrupt status.json (``store.status.CorruptStatus``) counts as FAILED, with the file
   and why in ``RunView.corrupt`` and ``note`` (said once per file on stderr): ``sweep``
   skips the run, ``retry --failed`` sets the file aside and reruns it, ``status`` and
@@ -30,7 +33,10 @@ from typing import Any
 from scalelab.store.status import STATUS_FILE, CorruptStatus, State, parse_status
 from scalelab.sweep.run.lock import Claim, is_live, read_claim
 
-__all__ = ["RunView", "observe", "poll_scheduler"]
+__all__ = ["OUT_OF_REQUEUES", "RunView", "observe", "poll_scheduler"]
+
+OUT_OF_REQUEUES = "out of requeues; `scalelab retry --preempted` resumes it"
+"""The note of a PREEMPTED run whose job ended without requeueing it (read TIMEOUT)."""
 
 _SCHED_VERDICT = {
     "CANCELLED": State.CANCELLED,
@@ -153,6 +159,10 @@ def _view(run_dir, status, claim, sched, alive_set) -> RunView:
     if verdict is not None and (disk in never_ended or (verdict == State.CANCELLED and disk in stopped)):
         return RunView(run_dir, status, claim, False, verdict.value, job, sched_state,
                            f"scheduler: {sched_state}")
+    if disk == State.PREEMPTED.value and verdict in (State.FAILED, State.TIMEOUT):
+        # its job ended without requeueing it (submitit's requeues spent): nobody resumes it
+        return RunView(run_dir, status, claim, False, State.TIMEOUT.value, job, sched_state,
+                       f"scheduler: {sched_state}, not requeued ({OUT_OF_REQUEUES})")
     if disk == State.RUNNING.value:
         return RunView(run_dir, status, claim, False, State.PREEMPTED.value, job, sched_state,
                        "lost: nobody executes it any more")

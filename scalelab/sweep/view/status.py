@@ -8,7 +8,8 @@ A cell holds one glyph per run (seeds, members): green check = COMPLETED, blue a
 on (``GLYPHS``). States come from ``observe``: status.json, claims and ONE scheduler
 poll for the whole sweep. A run with a corrupt record file (junk or truncated parquet), or
 one an earlier attempt set aside, gets a red ``!`` beside its glyph, and a line under the
-grid naming the file (``train.records.records_check``).
+grid naming the file (``train.records.records_check``). TIMEOUT runs (a Slurm time limit,
+requeues spent) get a line with the command that resumes them.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def render_status(frame: pl.DataFrame, title: str = "") -> Group:
     legend = Text("  ".join(f"{g} {s.lower() if s else 'not started'}" for s, (g, _) in GLYPHS.items()),
                   style="dim")
     legend.append(f"  {RECORDS_MARK[0]} corrupt record file (below)", style="dim")
-    return Group(summary(frame, title), *grids, legend, *_record_notes(frame))
+    return Group(summary(frame, title), *grids, legend, *_relaunch_notes(frame, title), *_record_notes(frame))
 
 
 def _grid(frame: pl.DataFrame) -> Table:
@@ -170,6 +171,19 @@ def _grid(frame: pl.DataFrame) -> Table:
             table.add_row(*label, _fmt(r) if r is not None else "",
                           *(_cell(cells.get((key, r, c), [])) for c in cols))
     return table
+
+
+def _relaunch_notes(frame: pl.DataFrame, sweep: str) -> list[Text]:
+    """A line with the command that resumes the TIMEOUT runs (a Slurm time limit hit,
+    requeues spent: nothing resumes them until a relaunch), when there are any."""
+    n = frame.filter(pl.col("state") == "TIMEOUT").height
+    if not n:
+        return []
+    glyph, style = GLYPHS["TIMEOUT"]
+    runs = f"{n} run" + "s" * (n != 1)
+    return [Text(f"{glyph} {runs} timed out and not requeued: `scalelab retry --preempted {sweep or 'SWEEP'}` "
+                 f"(or `scalelab sweep SPEC`) resumes {'them' if n != 1 else 'it'} from the last checkpoint",
+                 style=style)]
 
 
 def _record_notes(frame: pl.DataFrame) -> list[Text]:
