@@ -10,12 +10,13 @@ model and the optimizers in ``optim`` rely on them), so a plan refuses what a ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from scalelab import strict
-from scalelab.errors import UserError
+from scalelab.errors import UserError, did_you_mean
 
 Precision = Literal["fp32", "bf16-autocast", "bf16-pure"]
 Schedule = Literal["cosine", "wsd", "constant"]
@@ -26,6 +27,31 @@ within what torch, numpy and the distillation sampler's seed arithmetic take."""
 MEMBER_LIMIT = 10_000
 """Ensemble members are 0..9999: each is a full training run, and a plan holds every run
 in memory (a spec's ``members`` is at most this)."""
+DEVICES = ("auto", "cpu", "cuda")
+"""Devices a run trains on (``train.device``) and ``scalelab ensemble --device`` evaluates
+on: these, or ``cuda:N`` (GPU N of the node)."""
+_CUDA_INDEX = re.compile(r"cuda:[0-9]{1,4}")
+
+
+def device_problem(name: object) -> str | None:
+    """Why ``name`` is not a device of ``DEVICES`` (or ``cuda:N``), in words; None when it is.
+    The one rule of ``train.device`` and of ``scalelab ensemble --device``."""
+    if isinstance(name, str) and (name in DEVICES or _CUDA_INDEX.fullmatch(name)):
+        return None
+    return (f"device {name!r} is unknown: expected {', '.join(DEVICES)} or cuda:N"
+            f"{did_you_mean(str(name), DEVICES)}")
+
+
+def val_windows_limit(data: DataConfig) -> int:
+    """The most validation windows (sequences of seq_len + 1 tokens) the validation split can
+    hold: it is carved to hold between ``val_tokens`` and ``2 · val_tokens`` tokens (so no
+    document straddles it; ``scalelab.data.dataset``), at least one window.
+
+    It bounds the held-out batches worth scoring (``train.eval_batches``, ``scalelab ensemble
+    --batches``): batch k of b sequences holds windows k·b .. k·b + b - 1 modulo the split's
+    W windows (``scalelab.data.stream.val_batches``), so batch k + W is batch k again, and
+    more than W batches only repeat earlier ones, at their time and memory."""
+    return max(1, 2 * data.val_tokens // (data.seq_len + 1))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,8 +217,12 @@ class TrainConfig:
     # --- operational (never in the run id) ---
     eval_every: int = strict.bounded(100, ge=0, note="0 = at the last step only")
     """Steps between held-out evals (always also at the last step). Operational."""
-    eval_batches: int = strict.bounded(8, ge=1)
-    """Held-out batches (of batch_size sequences) per eval. Operational."""
+    eval_batches: int = strict.bounded(8, ge=1, note="and at most the validation windows: "
+                                       "val_windows_limit")
+    """Held-out batches (of batch_size sequences) per eval: at most the windows the largest
+    validation split ``data.val_tokens`` allows, 2·val_tokens // (seq_len + 1)
+    (``val_windows_limit``: the batches wrap round the split, so further ones repeat earlier
+    ones exactly). Operational."""
     log_every: int = strict.bounded(1, ge=1)
     """Steps between metrics rows, progress lines (tokens/s, ETA) and W&B train metrics.
     Operational."""
@@ -201,7 +231,11 @@ class TrainConfig:
     checkpoint_every: int = strict.bounded(100, ge=1)
     """Steps between checkpoints (also on SIGTERM/SIGUSR1 and at the end). Operational."""
     device: str = "auto"
-    """'auto' (cuda if present), 'cpu', 'cuda'. Operational."""
+    """'auto' (cuda if present), 'cpu', 'cuda', 'cuda:N' (``device_problem``). Operational."""
+
+    def __post_init__(self) -> None:
+        if problem := device_problem(self.device):
+            raise UserError(problem, key="device")
 
 
 
@@ -267,6 +301,14 @@ class RunConfig:
     """Free-form tags carried into records (e.g. recipe name); part of the run id."""
     wandb: bool = False
     """Also log to Weights & Biases (offline unless WANDB_MODE says otherwise). Operational."""
+
+    def __post_init__(self) -> None:
+        limit = val_windows_limit(self.data)
+        if self.train.eval_batches > limit:
+            raise UserError(
+                f"eval_batches={strict.shown(self.train.eval_batches)} is more than {limit:,}, the windows of "
+                "the validation split (2 * data.val_tokens // (data.seq_len + 1)): the batches "
+                "wrap round it, so further ones repeat earlier ones", key="train.eval_batches")
 
 
 # Dotted keys that never enter the run id (``scalelab.identity``).

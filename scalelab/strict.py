@@ -148,6 +148,11 @@ def build(cls: type[T], data: Any, *, file: str | None = None, path: str = "") -
         return cls(**kwargs)
     except (ValueError, TypeError) as err:  # __post_init__ validation
         raise UserError(str(err), file=file, key=path or None) from None
+    except UserError as err:  # a __post_init__ check naming its key, relative to ``cls``
+        if err.file is not None:
+            raise
+        key = ".".join(p for p in (path, err.key) if p) or None
+        raise UserError(err.detail, file=file, key=key) from None
 
 
 def coerce(tp: Any, value: Any, *, file: str | None, path: str) -> Any:

@@ -31,9 +31,13 @@ def sweep_dir_of(sweep: str, root: str | None = None) -> Path:
 def ensemble_cmd(
     sweep: str = typer.Argument(..., help="Sweep directory (or its spec YAML)."),
     method: list[str] = typer.Option(["logits"], "--method", help="'logits' (Kim et al.) and/or 'probs'; repeatable."),
-    batches: int = typer.Option(None, help="Held-out batches (default: the runs' train.eval_batches)."),
-    batch_size: int = typer.Option(None, help="Sequences per held-out batch (default: train.batch_size, as the runs' own evals)."),
-    device: str = typer.Option("auto", help="'auto' (cuda when present), 'cpu' or 'cuda'."),
+    batches: int = typer.Option(None, min=1, help=(
+        "Held-out batches (default: the runs' train.eval_batches); at most the validation "
+        "split's windows W (batch k + W repeats batch k).")),
+    batch_size: int = typer.Option(None, min=1, help=(
+        "Sequences per held-out batch (default: train.batch_size, as the runs' own evals); at "
+        "most the validation split's windows (or train.batch_size, when larger).")),
+    device: str = typer.Option("auto", help="'auto' (cuda when present), 'cpu', 'cuda' or 'cuda:N' (train.device's rule)."),
     root: str = typer.Option(None, help="Root of sweep directories when SWEEP is a spec."),
 ) -> None:
     """Evaluate every group of members (runs differing only in `member`) as K = 1..M
@@ -41,6 +45,7 @@ def ensemble_cmd(
     from rich.console import Console
     from rich.table import Table
 
+    from scalelab.config import device_problem
     from scalelab.ensemble.combine import METHODS
     from scalelab.ensemble.evaluate import SHORT_HEX, evaluate_sweep, find_groups
     from scalelab.errors import did_you_mean
@@ -48,10 +53,12 @@ def ensemble_cmd(
     for m in method:
         if m not in METHODS:
             raise UserError(f"{m!r} is not one of {', '.join(METHODS)}{did_you_mean(m, METHODS)}", key="--method")
+    if problem := device_problem(device):
+        raise UserError(problem, key="--device")
     sweep_dir = sweep_dir_of(sweep, root)
     if not find_groups(sweep_dir):
         raise UserError("no group of >= 2 COMPLETED runs differing only in `member`", file=str(sweep_dir))
-    table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size, device=device)
+    table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size, device=device, device_key="--device")
     console = Console()
     for gid, rows in table.group_by("run_id", maintain_order=True):
         t = Table(title=f"{rows['name'][0]} ({gid[0][:SHORT_HEX]})")

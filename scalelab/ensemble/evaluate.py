@@ -39,16 +39,19 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from scalelab import strict
 from scalelab.config import RunConfig
 from scalelab.ensemble.combine import Method, PrefixEnsemble
 from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_config
+from scalelab.errors import UserError
 from scalelab.identity import canonical_json, identity_dict, run_id
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import RUNS_FOLDER, ensemble_evals_file
 from scalelab.store.status import State, read_status
 from scalelab.store.sweep_files import read_sweep_file
 
-__all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "evaluate_group", "evaluate_sweep", "find_groups"]
+__all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "eval_sizes", "evaluate_group", "evaluate_sweep", "find_groups",
+           "group_label"]
 
 LEGACY_HEX = 8
 """Hex digits of the group ids written before the id was the whole hash."""
@@ -117,17 +120,44 @@ def find_groups(sweep_dir: str | Path, *, min_members: int = 2) -> list[Ensemble
         rows.sort(key=lambda r: r[0])
         if len({m for m, _, _ in rows}) != len(rows) or len(rows) < min_members:
             continue
-        # The readable name of the last member without its member suffix (planner: '_m<k>').
-        name = re.sub(r"_m\d+$", "", rows[-1][2].name) or gid
+        name = group_label(rows[-1][2]) or gid
         groups.append(EnsembleGroup(gid, name, tuple(r[1] for r in rows), tuple(r[0] for r in rows)))
     return groups
 
 
+def eval_sizes(cfg: RunConfig, n_batches: int | None, batch_size: int | None) -> tuple[int, int]:
+    """(held-out batches, sequences per batch) of a group whose members' config is ``cfg``:
+    by default the runs' own (``train.eval_batches``, ``train.batch_size``). A value given
+    (``--batches``, ``--batch-size``) is checked against the W windows of the validation
+    split before anything is loaded: batches in [1, W] (batch k + W repeats batch k:
+    ``config.val_windows_limit``), a batch in [1, max(W, train.batch_size)] (a larger one
+    holds some window twice; the runs' own batch is always allowed)."""
+    from scalelab.data import open_dataset
+
+    windows = len(open_dataset(cfg.data).val) // (cfg.data.seq_len + 1)
+    if batch_size is not None:
+        most = max(windows, cfg.train.batch_size)
+        if not 1 <= batch_size <= most:
+            raise UserError(f"expected 1 to {most:,} sequences (the {windows:,} windows of the "
+                            f"validation split of '{group_label(cfg)}', or its train.batch_size), "
+                            f"got {strict.shown(batch_size)}", key="--batch-size")
+    if n_batches is not None and not 1 <= n_batches <= max(windows, 1):
+        raise UserError(f"expected 1 to {max(windows, 1):,} batches (the windows of the validation "
+                        f"split of '{group_label(cfg)}': batch k + {windows:,} repeats batch k), "
+                        f"got {strict.shown(n_batches)}", key="--batches")
+    return n_batches or cfg.train.eval_batches, batch_size or cfg.train.batch_size
+
+
+def group_label(cfg: RunConfig) -> str:
+    """A group's readable name: a member's name without its member suffix (planner: '_m<k>')."""
+    return re.sub(r"_m\d+$", "", cfg.name)
+
+
 def _val_batches(cfg: RunConfig, batch_size: int, n_batches: int):
+    """The held-out batches, one at a time (never all of them in memory)."""
     from scalelab.data import open_dataset, val_batches
 
-    dataset = open_dataset(cfg.data)
-    return list(val_batches(dataset, cfg.data.seq_len, batch_size, n_batches))
+    return val_batches(open_dataset(cfg.data), cfg.data.seq_len, batch_size, n_batches)
 
 
 @torch.no_grad()
@@ -138,13 +168,13 @@ def evaluate_group(
     n_batches: int | None = None,
     batch_size: int | None = None,
     device: str = "auto",
+    device_key: str = "device",
 ) -> pl.DataFrame:
     """Rows (ENSEMBLE_SCHEMA) for every K = 1..M and method, plus each member alone."""
-    dev = pick_device(device)
+    dev = pick_device(device, key=device_key)
     runs: list[TrainedRun] = [load_trained(d, dev) for d in group.run_dirs]
     cfg = runs[0].cfg
-    bs = batch_size or cfg.train.batch_size  # the members' own eval batches by default
-    nb = n_batches or cfg.train.eval_batches
+    nb, bs = eval_sizes(cfg, n_batches, batch_size)  # the members' own eval batches by default
     batches = _val_batches(cfg, bs, nb)
     M = len(runs)
     # Sums of per-token NLL: [K] per method, and [M] for the members alone.
@@ -196,16 +226,21 @@ def evaluate_sweep(
     n_batches: int | None = None,
     batch_size: int | None = None,
     device: str = "auto",
+    device_key: str = "device",
     progress=None,
 ) -> tuple[pl.DataFrame, Path]:
     """Evaluate every ensemble group of the sweep; merge into ``ensembles/evals.parquet``."""
     sweep_dir = Path(sweep_dir)
     out = ensemble_evals_file(sweep_dir)
+    pick_device(device, key=device_key)
     old = read_sweep_file(out) if os.path.lexists(out) else None  # damaged: said before any work
     groups = find_groups(sweep_dir)
+    for group in groups:  # every size checked before any member is loaded
+        eval_sizes(read_config(group.run_dirs[0]), n_batches, batch_size)
     frames = []
     for group in groups:
-        frames.append(evaluate_group(group, methods=methods, n_batches=n_batches, batch_size=batch_size, device=device))
+        frames.append(evaluate_group(group, methods=methods, n_batches=n_batches, batch_size=batch_size,
+                                     device=device, device_key=device_key))
         if progress is not None:
             progress(group)
     new = pl.concat(frames) if frames else pl.DataFrame(schema=ENSEMBLE_SCHEMA)

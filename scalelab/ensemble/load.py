@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from scalelab.config import RunConfig, load_run_config
+from scalelab.config import RunConfig, device_problem, load_run_config
 from scalelab.errors import UserError
 from scalelab.store.layout import CHECKPOINT_FOLDER, CONFIG_FILE
 from scalelab.store.status import State, read_status
@@ -36,10 +36,21 @@ class TrainedRun:
     """sha256 over the model's parameter names, dtypes, shapes and bytes."""
 
 
-def pick_device(device: str = "auto") -> torch.device:
-    """'auto' -> cuda when present, else cpu."""
+def pick_device(device: str = "auto", *, key: str = "train.device") -> torch.device:
+    """'auto' -> cuda when present, else cpu; 'cpu', 'cuda', 'cuda:N' as named. Anything
+    else (``config.device_problem``, the trainer's rule), CUDA where there is none, or a GPU
+    index past the node's is a one-line UserError about ``key``."""
+    if problem := device_problem(device):
+        raise UserError(problem, key=key)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device != "cpu":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {device!r} requested but CUDA is not available", key=key)
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise UserError(f"device {device!r}: this node has {torch.cuda.device_count()} GPU(s)",
+                            key=key)
     return torch.device(device)
 
 

@@ -1,0 +1,163 @@
+"""Numbers that size work or memory are bounded by what they multiply, and refused in one
+line (exit 2) before any work: ``train.eval_batches`` by the validation split's windows,
+``scalelab ensemble --batches`` / ``--batch-size`` by the split's windows, ``--device`` by
+the trainer's device rule (issue 36: ``train.eval_batches=100000000`` reached 24 GB,
+``ensemble --batches 100000000`` 8 GB, ``--batch-size 100000`` 3.1 GB,
+``--batch-size 99999999999999999999`` and ``--device nan`` gave tracebacks).
+
+The memory cases run the real CLI in a subprocess under ``test_blowups``' 1 GiB address-space
+cap and report its peak resident memory (``resource.getrusage(RUSAGE_CHILDREN)``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from test_bad_input import assert_one_line
+from test_blowups import PEAK_KIB, capped_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from _fuzz import run_cli  # noqa: E402
+
+from scalelab.config import RunConfig, load_run_config, val_windows_limit  # noqa: E402
+from scalelab.errors import UserError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN_CPU = REPO / "sweeps" / "examples" / "train_cpu.yaml"
+VAL_TOKENS, SEQ_LEN = 300, 8
+WINDOWS = VAL_TOKENS // (SEQ_LEN + 1)
+"""The ensemble sweep's validation split: 300 tokens (no separators), 33 windows of 9."""
+
+
+def ensemble_sweep(root: Path) -> Path:
+    """A sweep directory holding one ensemble group: two COMPLETED cpu-50k members (vocab
+    32, batch 4, eval_batches 3) on a 3,000-token corpus whose validation split holds
+    ``WINDOWS`` windows."""
+    from scalelab import strict
+    from scalelab.config import DataConfig, ModelConfig, TrainConfig
+    from scalelab.data.format import write_token_dir
+    from scalelab.identity import run_dir_name
+    from scalelab.model import build_model
+    from scalelab.store.atomic import write_yaml_atomic
+    from scalelab.store.status import State, update_status
+    from scalelab.train.checkpoint.directory import save_checkpoint
+
+    corpus = write_token_dir(root / "corpus", np.random.default_rng(0).integers(0, 32, 3000), vocab_size=32,
+                             tokenizer_id="t", eos_id=None, n_documents=1, sources=["rng"])
+    sweep = root / "ensemble_sweep"
+    for k in (0, 1):
+        cfg = RunConfig(name=f"ens_m{k}", model=ModelConfig(preset="cpu-50k"),
+                        data=DataConfig(dataset=str(corpus), seq_len=SEQ_LEN, val_tokens=VAL_TOKENS),
+                        train=TrainConfig(batch_size=4, eval_batches=3), member=k)
+        run_dir = sweep / "runs" / run_dir_name(cfg)
+        model = build_model(cfg.model, vocab_size=32)
+        model.init_weights(seed=k, std=0.3)
+        write_yaml_atomic(run_dir / "config.yaml", strict.to_dict(cfg))
+        save_checkpoint(run_dir, 7, {"model": model.state_dict(), "step": 7})
+        update_status(run_dir, State.COMPLETED)
+    return sweep
+
+
+def test_eval_batches_is_bounded_by_the_validation_windows():
+    default = RunConfig()
+    limit = val_windows_limit(default.data)
+    assert limit == 2 * 65536 // 129 == 1016
+    assert load_run_config(None, [f"train.eval_batches={limit}"]).train.eval_batches == limit
+    with pytest.raises(UserError) as err:
+        load_run_config(None, ["train.eval_batches=100000000"])
+    assert str(err.value) == (
+        "override 'train.eval_batches=100000000': train.eval_batches: eval_batches=100000000 is "
+        "more than 1,016, the windows of the validation split (2 * data.val_tokens // "
+        "(data.seq_len + 1)): the batches wrap round it, so further ones repeat earlier ones")
+    # A smaller split, a smaller bound: 2 * 1024 // 17 = 120 windows.
+    with pytest.raises(UserError, match="eval_batches=121 is more than 120"):
+        load_run_config(None, ["data.val_tokens=1024", "data.seq_len=16", "train.eval_batches=121"])
+
+    # The bound's reason, on the real batches: with W windows, batch k + W is batch k.
+    from scalelab.data.dataset import TokenDataset
+    from scalelab.data.stream import val_batches
+
+    val = np.arange(100, dtype=np.uint16)
+    ds = TokenDataset(path=Path("."), vocab_size=100, tokenizer_id="t", eos_id=None, train=val[:0],
+                      val=val, split=0, meta={})
+    w = len(val) // (SEQ_LEN + 1)  # 11
+    batches = list(val_batches(ds, SEQ_LEN, 3, 2 * w))
+    assert all(np.array_equal(batches[k][0], batches[k + w][0]) for k in range(w))
+    assert len({b[0].numpy().tobytes() for b in batches}) == w
+
+
+def test_a_plan_refuses_eval_batches_past_the_windows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "evals", "base": {"data": {"vocab_size": 256, "unique_tokens": 4096}},
+                                    "grid": {"train.eval_batches": [8, 100000000]}}))
+    outcome = run_cli(["sweep", str(spec), "--dry-run", "--root", str(tmp_path / "root")])
+    assert outcome.code == 2 and not outcome.escaped, outcome.describe([])
+    assert "run 'eval_batches100M': eval_batches=100000000 is more than 1,016" in outcome.stderr
+
+
+def test_train_refuses_huge_eval_batches_before_any_work(tmp_path):
+    proc, peak = capped_cli(tmp_path, "train", TRAIN_CPU, "train.eval_batches=100000000",
+                            "--run-dir", tmp_path / "run")
+    assert_one_line(proc, "override 'train.eval_batches=100000000': train.eval_batches:",
+                    "is more than 1,016, the windows of the validation split")
+    assert peak < PEAK_KIB, peak
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> Path:
+    return ensemble_sweep(tmp_path_factory.mktemp("bounded"))
+
+
+@pytest.mark.parametrize(("option", "value", "needle"), [
+    ("--batches", "100000000", f"--batches: expected 1 to {WINDOWS} batches (the windows of the validation split"),
+    ("--batch-size", "100000", f"--batch-size: expected 1 to {WINDOWS} sequences (the {WINDOWS} windows"),
+])
+def test_ensemble_sizes_are_refused_with_bounded_memory(tmp_path, sweep, option, value, needle):
+    proc, peak = capped_cli(tmp_path, "ensemble", sweep, "--device", "cpu", option, value)
+    assert_one_line(proc, needle, f"got {value}")
+    assert peak < PEAK_KIB, peak
+    assert not (sweep / "ensembles").exists()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--batch-size", "99999999999999999999"], "--batch-size: expected 1 to 33 sequences"),
+    (["--batches", str(WINDOWS + 1)], f"--batches: expected 1 to {WINDOWS} batches"),
+    (["--batch-size", "0"], "Invalid value for '--batch-size'"),
+    (["--device", "nan"], "--device: device 'nan' is unknown: expected auto, cpu, cuda or cuda:N"),
+    (["--device", ""], "--device: device '' is unknown"),
+    (["--device", "-1"], "--device: device '-1' is unknown"),
+    (["--device", "cdua"], "(did you mean 'cuda'?)"),
+    (["--device", "cuda:x"], "--device: device 'cuda:x' is unknown"),
+])
+def test_ensemble_refuses_bad_sizes_and_devices_in_one_line(tmp_path, monkeypatch, sweep, args, needle):
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli(["ensemble", str(sweep), "--device", "cpu", *args])
+    assert outcome.code == 2 and not outcome.escaped, outcome.describe(args)
+    assert needle in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1, outcome.stderr
+
+
+@pytest.mark.parametrize("option", ["--batches", "--batch-size"])
+def test_ensemble_bounds_are_exact(tmp_path, monkeypatch, sweep, option):
+    """W (the split's windows) runs; W + 1 is refused before any member is loaded."""
+    monkeypatch.chdir(tmp_path)
+    other = ["--batch-size", "1"] if option == "--batches" else ["--batches", "1"]
+    outcome = run_cli(["ensemble", str(sweep), "--device", "cpu", option, str(WINDOWS), *other])
+    assert outcome.code == 0, outcome.describe([])
+    table = pl.read_parquet(sweep / "ensembles" / "evals.parquet")
+    assert table.filter(pl.col("method") == "logits")["members"].to_list() == [1, 2]
+    outcome = run_cli(["ensemble", str(sweep), "--device", "cpu", option, str(WINDOWS + 1), *other])
+    assert outcome.code == 2 and f"{option}: expected 1 to {WINDOWS} " in outcome.stderr, outcome.stderr
+
+
+def test_the_trainer_device_rule_is_the_config_rule():
+    with pytest.raises(UserError, match=r"^override 'train.device=cdua': train.device: device 'cdua' "
+                                        r"is unknown: expected auto, cpu, cuda or cuda:N \(did you mean 'cuda'\?\)$"):
+        load_run_config(None, ["train.device=cdua"])
+    assert load_run_config(None, ["train.device=cuda:1"]).train.device == "cuda:1"
