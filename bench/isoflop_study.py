@@ -8,7 +8,11 @@ apart; 4-8 budgets over 2-3.5 decades of C; α != β). ``--study legacy``: the 1
 hand-written sweeps of ``analysis.isoflop.synthetic.study_designs`` (relative noise
 0.1-1%) on which the old default (window 16) was chosen.
 
-Every (window, method) candidate fits every sweep; per candidate: median and worst
+Every (window, method) candidate fits every sweep, and so does a reference that no
+approach-2 estimator can beat on these sweeps: approach 3 with the law that drew them,
+L = E + A/N^α + B/D^β fitted to every point by least squares (``fit_law("chinchilla",
+loss="mse", space="linear")``: the noise is Gaussian in the loss), a = β/(α+β); its errors
+are what the noise alone leaves. Per candidate: median and worst
 |a - a_true| / a_true over the sweeps it fitted, how many it refused (fewer than 2
 usable budgets: an error, not a wrong exponent), and in how many the truth lies inside
 the 95% CI (the widened one, and the bootstrap's alone).
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.errors import AnalysisInputError  # noqa: E402
+from analysis.fit.fit import fit_law  # noqa: E402
 from analysis.isoflop.isoflop import fit_isoflops  # noqa: E402
 from analysis.isoflop.realistic import realistic_points, realistic_study  # noqa: E402
 from analysis.isoflop.synthetic import study_designs, sweep_points  # noqa: E402
@@ -47,6 +53,16 @@ SETTINGS = [(None, "parabola", False), (4.0, "parabola", False), (6.0, "parabola
             (8.0, "interp", False), (16.0, "interp", False)]  # fmt: skip
 """(window, method, joint): the two-stage fit (a parabola per budget, a line through the
 vertices; joint=False, the old fit) and the joint one (``analysis.isoflop.joint``)."""
+ORACLE = ("law", "approach 3", False)
+"""The reference row's (window, method, joint) key: the drawing law fitted to all points."""
+
+
+def _oracle_a(data) -> float:
+    """a = β/(α+β) of the Chinchilla law fitted to every point of a sweep."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = fit_law("chinchilla", data, loss="mse", space="linear", warn=False).params
+    return p["beta"] / (p["alpha"] + p["beta"])
 
 
 def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float):
@@ -65,6 +81,11 @@ def run(job: tuple) -> list[dict]:
     study, seed, n_boot, derived, jitter_nd = job
     rows = []
     for name, t, data in _sweeps(study, seed, derived, jitter_nd):
+        window, method, joint = ORACLE
+        rows.append({"seed": seed, "design": name, "window": window, "method": method,
+                     "joint": joint, "dev": abs(_oracle_a(data) - t) / t, "in_ci": False,
+                     "in_boot": False, "width": np.nan, "lost": 0, "warned": False,
+                     "error": ""})  # fmt: skip
         for window, method, joint in SETTINGS:
             row = {"seed": seed, "design": name, "window": window, "method": method,
                    "joint": joint}
@@ -91,19 +112,21 @@ def table(rows: list[dict], seeds: int) -> list[str]:
            "| in bootstrap CI | median CI half-width / a | median dev per seed "
            "| warned | worst dev unwarned |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for window, method, joint in SETTINGS:
+    for window, method, joint in [*SETTINGS, ORACLE]:
         sel = [r for r in rows if r["window"] == window and r["method"] == method
                and r["joint"] == joint]  # fmt: skip
         fitted = [r for r in sel if not r["error"]]
         dev = np.array([r["dev"] for r in fitted])
         clean = [r["dev"] for r in fitted if not r["warned"]]
         per_seed = [np.median([r["dev"] for r in fitted if r["seed"] == s]) for s in range(seeds)]
+        line = "-" if (window, method, joint) == ORACLE else "joint" if joint else "two-stage"
+        ci = (f"{sum(r['in_ci'] for r in fitted)}/{len(fitted)} | "
+              f"{sum(r['in_boot'] for r in fitted)}/{len(fitted)} | "
+              f"{100 * np.median([r['width'] for r in fitted]):.1f}% | ")
         out.append(
-            f"| {window or 'all'} | {method} | {'joint' if joint else 'two-stage'} | {100 * np.median(dev):.2f}% | "
+            f"| {window or 'all'} | {method} | {line} | {100 * np.median(dev):.2f}% | "
             f"{100 * dev.max():.2f}% | {int(np.sum(dev > 0.04))} | {len(sel) - len(fitted)} | "
-            f"{sum(r['in_ci'] for r in fitted)}/{len(fitted)} | "
-            f"{sum(r['in_boot'] for r in fitted)}/{len(fitted)} | "
-            f"{100 * np.median([r['width'] for r in fitted]):.1f}% | "
+            + ("- | - | - | " if line == "-" else ci)
             + ", ".join(f"{100 * m:.2f}%" for m in per_seed)
             + f" | {sum(r['warned'] for r in fitted)} | {100 * max(clean, default=np.nan):.2f}% |"
         )

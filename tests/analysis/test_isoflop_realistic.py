@@ -109,3 +109,25 @@ def test_joint_line_recovers_a_clean_sweep_and_leaves_the_vertices_alone():
     assert joint.a_ci[0] <= joint.a <= joint.a_ci[1]
     assert joint.a + joint.b == pytest.approx(1.0)  # C = 6 N D
     assert fit_isoflops(data, joint=True, n_boot=0).a == joint.a  # deterministic
+
+
+# The information limit of the study (docs/isoflop.md, "What the data allow"): the law
+# that drew each sweep, fitted to all its points (the efficient estimator when the model
+# is right), over seeds 0-9 (240 sweeps), measured: median 0.48%, worst 5.45%, 1 sweep
+# beyond 4%. Tolerances: median <= 0.6%, worst > 4%: a 4% worst case over these sweeps
+# is beyond what their noise leaves to any estimator; what docs/isoflop.md says.
+ORACLE_MEDIAN, TARGET_WORST = 0.006, 0.04
+
+
+def test_the_drawing_law_itself_misses_a_4_percent_worst_case():
+    from analysis.fit.fit import fit_law
+
+    dev = []
+    for seed in range(10):
+        for s in realistic_study(seed):
+            p = fit_law("chinchilla", realistic_points(s), loss="mse", space="linear",
+                        warn=False).params  # fmt: skip
+            dev.append(abs(p["beta"] / (p["alpha"] + p["beta"]) - s.true_a) / s.true_a)
+    assert len(dev) == 240
+    assert np.median(dev) <= ORACLE_MEDIAN, np.median(dev)
+    assert max(dev) > TARGET_WORST, max(dev)
