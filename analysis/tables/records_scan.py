@@ -6,6 +6,11 @@ The schemas mirror ``scalelab.train.records.records`` (analysis does not import 
 run_id, step, tokens, split, loss; norms run_id, step, layer, param, kind, norm, value;
 metrics run_id, step, tokens, epoch, lr, train_loss, grad_norm, step_time_s. A row found
 both in a compacted file and a part (a crash between compaction and cleanup) is read once.
+
+Each file is read through ``safe_parquet.read_parquet_checked`` (opened once without
+blocking, refused when it is no regular file or over the records' size limit, decoded by
+pyarrow from the descriptor it checked), so a FIFO, a device, a sparse giant or damaged
+bytes is one line naming the file (``CorruptParquetError``), never a hang or a polars abort.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.tables.layout import record_file, run_dirs_folder
+from analysis.tables.safe_parquet import read_parquet_checked
 
 __all__ = ["KEYS", "record_files", "scan_records"]
 
@@ -43,5 +49,6 @@ def scan_records(sweep_dir: str | Path, table: str) -> pl.LazyFrame:
     schema = _SCHEMAS[table]
     if not files:
         return pl.LazyFrame(schema=schema)
-    scan = pl.scan_parquet(files, schema=schema, missing_columns="raise", extra_columns="ignore")
+    frames = [read_parquet_checked(path, schema) for path in files]
+    scan = pl.concat(frames, how="vertical").lazy()
     return scan.unique(subset=["run_id", *KEYS[table]], keep="last", maintain_order=True)

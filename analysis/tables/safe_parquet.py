@@ -11,7 +11,13 @@ Two checks, for two budgets:
   5 us a file), so ``status`` and ``collect`` check every file of a 10,000-run sweep. It
   catches junk, truncation, a directory; damage inside a file with intact ends passes it.
 - ``read_parquet_checked``: the whole file, decoded by pyarrow, validated, then handed to
-  polars. pyarrow, not polars, decodes untrusted bytes: in a fuzz of 12,000 bit-flipped
+  polars.
+
+Both open the file once through ``analysis.tables.bounded_read.open_checked`` (never
+blocking on a FIFO, refusing what is no regular file or is over its kind's size limit) and
+read only the descriptor they checked: pyarrow decodes that descriptor, never the path
+opened again. A sweep-level file (``read_sweep_parquet``) is read whole, checked against its
+manifest (``analysis.tables.sweep_manifest``) and decoded from those bytes. pyarrow, not polars, decodes untrusted bytes: in a fuzz of 12,000 bit-flipped
   files polars' reader aborted the process (a Rust panic or a failed 2^61-byte allocation,
   no Python exception), even after a pyarrow footer check, while pyarrow raised for every
   bad file and the table it accepted never upset polars.
@@ -26,10 +32,12 @@ from pathlib import Path
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.tables.bounded_read import Unreadable, open_checked
 
 __all__ = [
     "CorruptParquetError",
     "SweepFileError",
+    "decode_parquet",
     "one_line",
     "quick_problem",
     "read_parquet_checked",
@@ -58,18 +66,27 @@ class SweepFileError(CorruptParquetError):
     what = "unreadable sweep file"
 
 
-def quick_problem(path: str) -> str | None:
-    """Why ``path`` cannot be a whole parquet file, judged by its size and its two ends;
-    None when it may be one."""
-    try:  # os.pread, not open(): a third faster, and this runs on every file of a sweep
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size < _MIN_SIZE:
-                return f"{size} bytes, too short for parquet"
-            head, tail = os.pread(fd, 4, 0), os.pread(fd, 4, size - 4)
-        finally:
-            os.close(fd)
+def quick_problem(path: str, limit: int | None = None) -> str | None:
+    """Why ``path`` cannot be a whole parquet file, judged by its kind, its size and its
+    two ends; None when it may be one. ``limit``: ``bounded_read.limit_for`` when None."""
+    try:
+        fd, st = open_checked(path, limit)
+    except Unreadable as err:
+        return str(err)
+    except OSError as err:
+        return f"unreadable: {err.strerror or err}"
+    try:
+        return _ends_problem(fd, st.st_size)
+    finally:
+        os.close(fd)
+
+
+def _ends_problem(fd: int, size: int) -> str | None:
+    """``quick_problem`` of the open file ``fd`` of ``size`` bytes."""
+    if size < _MIN_SIZE:
+        return f"{size} bytes, too short for parquet"
+    try:  # os.pread, not a file object: this runs on every file of a sweep
+        head, tail = os.pread(fd, 4, 0), os.pread(fd, 4, size - 4)
     except OSError as err:
         return f"unreadable: {err.strerror or err}"
     if head != _MAGIC:
@@ -81,19 +98,36 @@ def quick_problem(path: str) -> str | None:
 
 def read_parquet_checked(path: str | Path, schema: Mapping[str, pl.DataType] | None = None, *,
                          required: Sequence[str] = (),
-                         error: type[CorruptParquetError] = CorruptParquetError) -> pl.DataFrame:
+                         error: type[CorruptParquetError] = CorruptParquetError,
+                         limit: int | None = None) -> pl.DataFrame:
     """The rows of ``path``: with ``schema``, its columns in its order, cast; else every
-    column. Raises ``error`` (a ``CorruptParquetError``) when the file is not whole parquet,
+    column. Raises ``error`` (a ``CorruptParquetError``) when the file is no regular file
+    within ``limit`` bytes (``bounded_read.limit_for`` when None), is not whole parquet,
     lacks a column of ``schema`` or ``required``, or does not decode."""
+    try:
+        fd, st = open_checked(str(path), limit)
+    except Unreadable as err:
+        raise error(path, str(err)) from None
+    except OSError as err:
+        raise error(path, f"unreadable: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as fh:
+        problem = _ends_problem(fd, st.st_size)
+        if problem is not None:
+            raise error(path, problem)
+        return decode_parquet(fh, path, schema, required=required, error=error)
+
+
+def decode_parquet(source: object, path: str | Path, schema: Mapping[str, pl.DataType] | None = None, *,
+                   required: Sequence[str] = (),
+                   error: type[CorruptParquetError] = CorruptParquetError) -> pl.DataFrame:
+    """``read_parquet_checked``'s decoding of ``source`` (an open binary file or a
+    ``pyarrow.BufferReader`` of checked bytes), errors naming ``path``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    problem = quick_problem(str(path))
-    if problem is not None:
-        raise error(path, problem)
     want = [*(schema or {}), *(c for c in required if c not in (schema or {}))]
     try:
-        with pq.ParquetFile(path) as fh:
+        with pq.ParquetFile(source) as fh:
             missing = [c for c in want if c not in fh.schema_arrow.names]
             if missing:
                 raise error(path, f"missing column(s) {', '.join(missing)}")
@@ -108,12 +142,32 @@ def read_parquet_checked(path: str | Path, schema: Mapping[str, pl.DataType] | N
 
 
 def read_sweep_parquet(path: str | Path, *, required: Sequence[str] = ()) -> pl.DataFrame:
-    """A sweep-level parquet file, every column; ``SweepFileError`` (one line naming the
-    file) when it is missing, not a file, damaged or lacks a ``required`` column."""
-    if not Path(path).is_file():
-        reason = "a directory, not a file" if Path(path).is_dir() else "no such file"
-        raise SweepFileError(path, reason)
-    return read_parquet_checked(path, required=required, error=SweepFileError)
+    """A sweep-level parquet file, every column, read once and checked against its manifest
+    (``sweep_manifest.read_verified``); ``SweepFileError`` (one line naming the file) when
+    it is missing, no regular file, over its size limit, does not match its manifest,
+    is damaged or lacks a ``required`` column."""
+    import pyarrow as pa
+
+    from analysis.tables.sweep_manifest import HINTS, SweepManifestError, read_verified
+
+    try:
+        found = read_verified(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SweepFileError(path, "no such file") from None
+    except Unreadable as err:
+        raise SweepFileError(path, str(err)) from None
+    except SweepManifestError as err:
+        hint = HINTS.get(Path(path).name)
+        raise SweepFileError(path, err.reason + (f"; {hint}" if hint else "")) from None
+    except OSError as err:
+        raise SweepFileError(path, f"unreadable: {err.strerror or err}") from None
+    data = found.data
+    if len(data) < _MIN_SIZE:
+        raise SweepFileError(path, f"{len(data)} bytes, too short for parquet")
+    if data[:4] != _MAGIC or data[-4:] != _MAGIC:
+        raise SweepFileError(path, "not parquet: no PAR1 header" if data[:4] != _MAGIC
+                             else "truncated: no PAR1 footer")
+    return decode_parquet(pa.BufferReader(data), path, required=required, error=SweepFileError)
 
 
 def one_line(err: BaseException) -> str:

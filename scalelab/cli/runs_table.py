@@ -39,15 +39,15 @@ TABLE_LOSS = "final_loss"
 def fresh_runs_table(sweep: Path, progress: Callable[[Any], None] | None = None) -> Path:
     """``<sweep>/runs.parquet``, collected first when missing or stale (the collect
     reporting to ``progress``: ``scalelab.sweep.view.collect``)."""
-    from scalelab.sweep.view.collect import collect, runs_table_stale
+    from scalelab.sweep.view.collect import collect, stale_reason
 
     if not sweep.is_dir():
         raise UserError("no such sweep directory", file=str(sweep))
-    if runs_table_stale(sweep):
+    if why := stale_reason(sweep):
         if not (sweep / RUNS_FOLDER).is_dir() and not (sweep / PLAN_FILE).is_file():
             raise UserError(f"neither {RUNS_FILE} nor {RUNS_FOLDER}/ here: not a sweep directory",
                             file=str(sweep))
-        typer.echo(f"collecting {sweep} ({RUNS_FILE} missing or older than the runs)")
+        typer.echo(f"collecting {sweep} ({why})")
         collect(sweep, progress=progress)
     return sweep / RUNS_FILE
 

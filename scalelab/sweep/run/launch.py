@@ -50,16 +50,27 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.errors import UserError
+from scalelab.store.atomic import write_yaml_atomic
 from scalelab.store.layout import BLOCK_COLUMN, DEFAULT_ROOT, PLAN_FILE, RUNS_FOLDER, SPEC_FILE
-from scalelab.store.atomic import write_parquet_atomic, write_yaml_atomic
-from scalelab.store.status import CorruptStatus, State, read_status, set_aside_corrupt, update_status
-from scalelab.store.sweep_files import read_sweep_file
+from scalelab.store.status import (
+    CorruptStatus,
+    State,
+    read_status,
+    set_aside_corrupt,
+    update_status,
+)
+from scalelab.store.sweep_files import (
+    read_sweep_file,
+    read_sweep_text,
+    sweep_lock,
+    write_sweep_table,
+)
+from scalelab.sweep.plan.resources import groups, launchers_of
 from scalelab.sweep.run.backends import Backend, Handle, Hooks, backend_for, choose_executor
 from scalelab.sweep.run.job import CONFIG_INPUT, DEFAULT_TARGET, JobSpec
 from scalelab.sweep.run.lock import Claim, refresh, release, try_claim
 from scalelab.sweep.run.observe import RunView, observe
 from scalelab.sweep.run.order import longest_first
-from scalelab.sweep.plan.resources import groups, launchers_of
 from scalelab.sweep.spec.sections import LauncherConfig
 
 __all__ = [
@@ -119,13 +130,23 @@ def read_plan(sweep_dir: str | Path) -> pl.DataFrame:
 
 
 def write_plan(table: pl.DataFrame, sweep_dir: Path) -> None:
-    """Merge ``table`` into ``<sweep>/plan.parquet`` (rows of earlier plans are kept)."""
+    """Merge ``table`` into ``<sweep>/plan.parquet`` (rows of earlier plans are kept),
+    then write its manifest (``store.sweep_files``), under the sweep directory's lock. A
+    plan that fails its manifest (or does not decode) is written again from ``table``
+    alone, with one line on stderr: its rows cannot be trusted, and the runs already done
+    keep their directories (a run id is the hash of its config)."""
     path = sweep_dir / PLAN_FILE
-    if path.exists():
-        old = read_sweep_file(path)
-        table = pl.concat([old, table], how="diagonal_relaxed").unique("run_id", keep="last",
-                                                                       maintain_order=True)
-    write_parquet_atomic(path, table)
+    with sweep_lock(sweep_dir):
+        if os.path.lexists(path):
+            try:
+                old = read_sweep_file(path)
+            except UserError as err:
+                print(f"note: {err}; writing {PLAN_FILE} again from this spec's "
+                      f"{table.height} runs", file=sys.stderr, flush=True)
+            else:
+                table = pl.concat([old, table], how="diagonal_relaxed").unique(
+                    "run_id", keep="last", maintain_order=True)
+        write_sweep_table(path, table, locked=True)
 
 
 def _rule(view: RunView, retry_failed: bool, retry_preempted: bool) -> tuple[str, str]:
@@ -418,13 +439,17 @@ def plan_from_disk(sweep_dir: str | Path, spec: Any = None) -> DiskPlan:
 
 
 def sweep_spec(sweep_dir: str | Path) -> Any:
-    """The sweep's ``spec.yaml`` copy, loaded; None when it has none."""
+    """The sweep's ``spec.yaml`` copy, checked against its manifest and loaded; None when
+    it has none."""
     path = Path(sweep_dir) / SPEC_COPY
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
-    from scalelab.sweep.spec.load import load_spec
+    text = read_sweep_text(path)
+    if text is None:
+        return None
+    from scalelab.sweep.spec.load import parse_spec
 
-    return load_spec(path)
+    return parse_spec(text, file=str(path))
 
 
 def _planned(spec: Any) -> dict[str, tuple[Any, LauncherConfig]]:

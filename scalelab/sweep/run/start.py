@@ -5,7 +5,8 @@ plans into it.
 - ``plan_sweep(spec)``: the spec's plan (``plan.expand``, with the facts of its local
   datasets);
 - ``start_sweep(spec, sweep_dir)``: makes the directory and copies the spec into it as
-  ``spec.yaml`` (``text``: what the caller launched, when that is not the spec's own text),
+  ``spec.yaml`` with its manifest (``store.sweep_files``; ``text``: what the caller
+  launched, when that is not the spec's own text),
   and returns the ``Sweep``;
 - ``Sweep.launch(plan)`` / ``launch_plan``: executes a plan (``launch.execute``) or, when
   it has distillation students, stages it: teachers, then their generation jobs, then the
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scalelab.store.atomic import write_text_atomic
 from scalelab.store.layout import SPEC_FILE
+from scalelab.store.sweep_files import write_sweep_bytes
 from scalelab.sweep.plan.datasets import dataset_facts
 from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.plan.table import Plan
@@ -54,7 +55,8 @@ def start_sweep(spec: Spec, sweep_dir: str | Path, *, text: str | None = None) -
     """Make ``sweep_dir`` and write ``spec.yaml`` in it: ``text``, else the spec's text."""
     sweep_dir = Path(sweep_dir)
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(sweep_dir / SPEC_FILE, spec.text if text is None else text)  # launch.sweep_spec reads it
+    text = spec.text if text is None else text
+    write_sweep_bytes(sweep_dir / SPEC_FILE, text.encode())  # with its manifest: launch.sweep_spec reads it
     return Sweep(spec, sweep_dir)
 
 

@@ -19,13 +19,22 @@ before, counted as unverified in the summary).
 
 Corrupt record files never stop a collect. Every record file first gets the quick check
 (``train.records.records_check``: its two ends, about 5 us a file), which keeps junk and truncated
-files out; ``records_note`` names them (``CORRUPT ...``). Files a manifest verified are
-read by ONE multi-threaded polars scan; every other eval file (unfinished runs, runs from
-before manifests) is decoded by pyarrow first (``read_record_file``, about 1 ms a file):
-polars never decodes bytes nobody vouched for, as a damaged file can abort it. A file
+files out, and FIFOs, devices and files over their size limit with them (it opens
+through ``analysis.tables.bounded_read``: never blocking); ``records_note`` names them
+(``CORRUPT ...``). A file a manifest verified is read once more (bounded) and decoded by
+polars from those bytes, when their sha256 is the manifest's; every other eval file
+(unfinished runs, runs from before manifests, a file replaced since it was verified) is
+decoded by pyarrow first (``read_record_file``, about 1 ms a file), from the descriptor
+it checked: polars never decodes bytes nobody vouched for, as a damaged file can abort it. A file
 that does not decode is named in ``records_note`` too, and the losses come from the
 rest. A run whose compacted evals.parquet is unusable gets its losses from its part
 files, when it has any.
+
+runs.parquet is written with its manifest (``store.sweep_files.write_sweep_table``: the
+bytes checked to decode back to the table before they reach the disk, the manifest
+last). A full disk leaves the old runs.parquet, or a new one without its manifest: either
+way ``runs_table_stale`` says so and the next command collects again; nothing half
+written is ever read as a runs table.
 
 ``progress``: a callable that gets a ``CollectProgress`` as each run directory's record
 files are read (``done`` of ``total`` runs), one as the eval scan starts, and a ``final``
@@ -34,6 +43,7 @@ one once runs.parquet is written (rendered by ``scalelab.cli.progress``).
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +52,10 @@ from typing import ClassVar
 
 import polars as pl
 
-from scalelab import strict
+from analysis.tables.bounded_read import Unreadable, read_bounded
+from analysis.tables.sweep_manifest import SweepManifestError, read_verified
+from scalelab import yamlsafe
 from scalelab.errors import UserError
-from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import (
     CONFIG_FILE,
     EVALS_FILE,
@@ -56,6 +67,7 @@ from scalelab.store.layout import (
     STATUS_FILE,
 )
 from scalelab.store.status import read_status
+from scalelab.store.sweep_files import read_sweep_text, write_sweep_table
 from scalelab.sweep.view.current import IN_SPEC, current_run_ids
 from scalelab.sweep.view.status import sweep_states
 from scalelab.train.records.record_files import CorruptRecordError, read_record_file
@@ -63,7 +75,7 @@ from scalelab.train.records.records_check import RecordsCheck, check_records
 from scalelab.train.records.records_manifest import Verdict, id_problem, verify_run
 
 __all__ = ["INVALID", "RUNS_FILE", "VERIFIED", "CollectProgress", "collect", "runs_table_stale",
-           "summary"]
+           "stale_reason", "summary"]
 
 VERIFIED = "records_verified"
 """runs.parquet's column: True verified, False failed (losses null), null nothing to verify."""
@@ -131,11 +143,23 @@ def _aggregate(evals: pl.DataFrame, sweep_dir: Path) -> pl.DataFrame:
 _SCAN_ERRORS = (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError)
 
 
-def _scan(files: list[str]) -> pl.DataFrame:
-    """The eval rows of ``files`` in one multi-threaded polars scan: only for files a
-    manifest verified (polars may abort on damaged bytes)."""
-    return pl.scan_parquet(files, include_file_paths="_path", missing_columns="raise",
-                           extra_columns="ignore", schema=EVAL_COLUMNS).collect()
+def _scan(files: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
+    """The eval rows of ``files`` ({path: the sha256 its manifest vouched for}), each read
+    once through ``bounded_read`` and decoded by polars from those bytes when they are the
+    bytes verified; the paths whose bytes are not (replaced since) are returned for pyarrow."""
+    frames, changed = [], []
+    for path, want in files.items():
+        try:
+            found = read_bounded(path)
+        except (OSError, Unreadable):
+            changed.append(path)
+            continue
+        if found.sha256 != want:
+            changed.append(path)
+            continue
+        frame = pl.read_parquet(io.BytesIO(found.data), columns=list(EVAL_COLUMNS)).cast(EVAL_COLUMNS)
+        frames.append(frame.with_columns(pl.lit(path).alias("_path")))
+    return (pl.concat(frames, how="vertical") if frames else pl.DataFrame()), changed
 
 
 def _decoded(files: list[str]) -> tuple[list[pl.DataFrame], dict[str, str]]:
@@ -152,16 +176,19 @@ def _decoded(files: list[str]) -> tuple[list[pl.DataFrame], dict[str, str]]:
     return frames, bad
 
 
-def _losses(sweep_dir: Path, trusted: list[str], others: list[str]) -> tuple[pl.DataFrame, dict[str, str]]:
-    """The losses per run_dir from the eval files (``trusted``: verified by a manifest),
-    and {file: why} for those that do not decode."""
+def _losses(sweep_dir: Path, trusted: dict[str, str], others: list[str]) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The losses per run_dir from the eval files (``trusted``: verified by a manifest,
+    with the sha256 it gives), and {file: why} for those that do not decode."""
     frames: list[pl.DataFrame] = []
     if trusted:
         try:
-            frames.append(_scan(trusted))
+            scanned, changed = _scan(trusted)
+            frames.append(scanned)
+            others = changed + others
         except _SCAN_ERRORS:  # cannot happen to files as written; decode them one by one
-            others = trusted + others
+            others = list(trusted) + others
     decoded, bad = _decoded(others)
+    frames = [f for f in frames if f.height]
     rows = pl.concat([*frames, *decoded], how="vertical") if frames or decoded else pl.DataFrame()
     return _aggregate(rows, sweep_dir), bad
 
@@ -217,7 +244,8 @@ def _runs_losses(sweep_dir: Path, frame: pl.DataFrame, progress: CollectReporter
              for name in _eval_files(check, state)}
     if progress is not None:
         progress(CollectProgress(len(run_dirs), len(run_dirs), f"reading {len(owner)} eval files"))
-    trusted = [f for f, i in owner.items() if verdicts[i].verified]
+    trusted = {f: dict(verdicts[i].sha256).get(os.path.basename(f), "")
+               for f, i in owner.items() if verdicts[i].verified}
     losses, bad = _losses(sweep_dir, trusted, [f for f, i in owner.items() if not verdicts[i].verified])
     for path, why in bad.items():
         i = owner[path]
@@ -231,12 +259,14 @@ def _runs_losses(sweep_dir: Path, frame: pl.DataFrame, progress: CollectReporter
 
 
 def _base_recipe(sweep_dir: Path) -> str | None:
-    """``base.extra.recipe`` of the sweep's spec.yaml copy (read through scalelab.yamlsafe:
-    a damaged or hostile copy is a one-line UserError, never an alias expansion)."""
+    """``base.extra.recipe`` of the sweep's spec.yaml copy (checked against its manifest,
+    then parsed by scalelab.yamlsafe: a damaged or hostile copy is a one-line UserError,
+    never an alias expansion)."""
     spec = sweep_dir / SPEC_FILE
-    if not spec.exists():
+    text = read_sweep_text(spec)
+    if text is None:
         return None
-    tree = strict.load_yaml(spec)
+    tree = yamlsafe.load(text, file=str(spec))
     base = tree.get("base") if isinstance(tree, dict) else None
     extra = base.get("extra") if isinstance(base, dict) else None
     recipe = extra.get("recipe") if isinstance(extra, dict) else None
@@ -272,20 +302,41 @@ _RUN_INPUTS = (STATUS_FILE, MANIFEST_FILE, CONFIG_FILE, EVALS_FILE, "evals")
 compacted evals and the folder of an unfinished run's part files)."""
 
 
+def _runs_file_problem(path: Path) -> str | None:
+    """Why ``runs.parquet`` is not vouched for by its manifest (``store.sweep_files``), or
+    None: one without a manifest (collected before manifests, or its manifest lost to a
+    full disk), that fails it or cannot be read is collected again."""
+    try:
+        found = read_verified(path)
+    except SweepManifestError as err:
+        return f"{RUNS_FILE} does not match its manifest ({err.reason})"
+    except (OSError, Unreadable) as err:
+        return f"{RUNS_FILE} unreadable ({err})"
+    return None if found.checked else f"{RUNS_FILE} has no manifest"
+
+
 def runs_table_stale(sweep_dir: str | Path) -> bool:
     """The one freshness rule of ``<sweep>/runs.parquet``, for every command that reads it
-    (fit, report, compare, next: ``scalelab.cli.runs_table``): it is stale, and collected
-    again, when it is missing or older (mtime) than the sweep's spec.yaml or plan.parquet,
-    than its runs/ folder, or than any run directory or that run's status.json,
-    manifest.json, config.yaml, evals.parquet or evals/ part folder. A run that finishes
-    rewrites its status.json (atomically: a new mtime), so the next command sees it.
+    (fit, report, compare, next: ``scalelab.cli.runs_table``): ``stale_reason`` is not None."""
+    return stale_reason(sweep_dir) is not None
 
-    A sweep directory has at most a few thousand runs: the rule costs a few stats per run,
-    far less than a collect."""
+
+def stale_reason(sweep_dir: str | Path) -> str | None:
+    """Why ``<sweep>/runs.parquet`` is stale, and collected again, or None when it is fresh:
+    it is missing, fails its manifest (or has none), or is older (mtime) than the sweep's
+    spec.yaml or plan.parquet, than its runs/ folder, or than any run directory or that
+    run's status.json, manifest.json, config.yaml, evals.parquet or evals/ part folder. A
+    run that finishes rewrites its status.json (atomically: a new mtime), so the next
+    command sees it.
+
+    A sweep directory has at most a few thousand runs: the rule costs a few stats per run
+    and one read of runs.parquet, far less than a collect."""
     sweep_dir = Path(sweep_dir)
     runs_file = sweep_dir / RUNS_FILE
-    if not runs_file.is_file():
-        return True
+    if not os.path.lexists(runs_file):
+        return f"{RUNS_FILE} missing"
+    if problem := _runs_file_problem(runs_file):
+        return problem
     written = runs_file.stat().st_mtime
     run_root = sweep_dir / RUNS_FOLDER
     paths = [sweep_dir / name for name in _SWEEP_INPUTS] + [run_root]
@@ -295,10 +346,10 @@ def runs_table_stale(sweep_dir: str | Path) -> bool:
     for path in paths:
         try:
             if path.stat().st_mtime > written:
-                return True
+                return f"{RUNS_FILE} older than the runs"
         except OSError:  # absent (not every run has every file), or not a directory
             continue
-    return False
+    return None
 
 
 def collect(sweep_dir: str | Path, *, progress: CollectReporter | None = None) -> pl.DataFrame:
@@ -320,7 +371,7 @@ def collect(sweep_dir: str | Path, *, progress: CollectReporter | None = None) -
         frame = frame.with_columns(pl.col("run_id").is_in(sorted(ids)).alias(IN_SPEC))
     drop = [c for c in ("note", "job_id") if c in frame.columns]
     frame = frame.drop(drop)
-    write_parquet_atomic(sweep_dir / RUNS_FILE, frame)
+    write_sweep_table(sweep_dir / RUNS_FILE, frame)  # then its manifest, both atomic
     if progress is not None:
         progress(CollectProgress(frame.height, frame.height, f"wrote {RUNS_FILE}", final=True))
     return frame

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from scalelab.errors import UserError
 from scalelab.store.layout import spec_file
+from scalelab.store.sweep_files import read_sweep_text
 
 __all__ = ["IN_SPEC", "current_run_ids"]
 
@@ -23,14 +24,20 @@ IN_SPEC = "in_spec"
 
 def current_run_ids(sweep_dir: str | Path) -> set[str] | None:
     """Run ids that ``<sweep>/spec.yaml`` expands to; None when there is no copy or it no
-    longer plans here (a dataset or teacher that is gone): then nothing is marked stale."""
-    from scalelab.sweep.plan.expand import load_plan
+    longer plans here (a dataset or teacher that is gone): then nothing is marked stale.
+    A copy that fails its manifest (``store.sweep_files.read_sweep_text``) is a one-line
+    UserError, never taken for a spec that plans nothing."""
+    from scalelab.sweep.plan.datasets import dataset_facts
+    from scalelab.sweep.plan.expand import expand
+    from scalelab.sweep.spec.load import parse_spec
 
     path = spec_file(sweep_dir)
-    if not path.exists():
+    text = read_sweep_text(path)
+    if text is None:
         return None
     try:
-        plan = load_plan(path)
+        spec = parse_spec(text, file=str(path))
+        plan = expand(spec, datasets=dataset_facts(spec))
     except (UserError, OSError, ValueError):
         return None
     return set(plan.table["run_id"].to_list())

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from analysis.tables.bounded_read import Unreadable, open_checked, read_bounded
 from scalelab.store import layout
 
 __all__ = [
@@ -85,9 +86,12 @@ class HashingWriter:
 
 
 def file_digest(path: Path) -> FileDigest:
-    """Size and sha256 of ``path``, read once in chunks."""
+    """Size and sha256 of ``path``, read once in chunks from the descriptor
+    ``analysis.tables.bounded_read.open_checked`` judged (never blocking on a FIFO; a
+    non-regular file or one over its kind's size limit raises ``Unreadable``)."""
     h, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
+    fd, _ = open_checked(path)
+    with os.fdopen(fd, "rb") as fh:
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
             size += len(chunk)
@@ -161,11 +165,15 @@ def check_manifest(
 
 
 def read_manifest(directory: Path) -> Any:
-    """The manifest document of ``directory``, or a ``Problem`` saying why there is none."""
+    """The manifest document of ``directory``, or a ``Problem`` saying why there is none
+    (read through ``analysis.tables.bounded_read``: a FIFO, a device or a file over the
+    16 MiB limit of a manifest is refused, never read)."""
     try:
-        return json.loads((directory / MANIFEST_FILE).read_text(encoding="utf-8"))
+        return json.loads(read_bounded(directory / MANIFEST_FILE).data.decode("utf-8"))
     except FileNotFoundError:
         return Problem(f"no {MANIFEST_FILE}")
+    except Unreadable as err:
+        return Problem(f"{MANIFEST_FILE} unreadable ({err})")
     except (OSError, ValueError) as err:
         return Problem(f"{MANIFEST_FILE} unreadable ({type(err).__name__})")
 
@@ -180,13 +188,13 @@ def verify(directory: Path, step: int, doc: Any = None) -> str | None:
     def size_of(name: str) -> int | None:
         try:
             return (directory / name).stat().st_size
-        except FileNotFoundError:
+        except OSError:  # missing, or a symlink loop
             return None
 
     def digest_of(name: str) -> str:
         try:
             return file_digest(directory / name).sha256
-        except OSError:  # a directory, or unreadable
+        except (OSError, Unreadable):  # a directory, a FIFO, or unreadable
             return ""
 
     return check_manifest(doc, step, size_of, digest_of)

@@ -63,6 +63,9 @@ class Verdict:
     verified: bool | None
     problem: str | None = None
     ids: frozenset[str] = frozenset()
+    sha256: tuple[tuple[str, str], ...] = ()
+    """(file name, sha256) of each file the manifest vouched for (a verified run): a reader
+    that opens one again checks the bytes it got against this."""
 
 
 def config_ids(run_dir: str | Path) -> frozenset[str] | str:
@@ -117,7 +120,8 @@ def verify_run(run_dir: str | Path, run_id: str, status: dict[str, Any] | None) 
         return Verdict(False, bad, ids)
     if bad := verify(run_dir, _steps(status, doc), doc):
         return Verdict(False, bad, ids)
-    return Verdict(True, None, ids)
+    files = doc.get("files") or {}
+    return Verdict(True, None, ids, tuple(sorted((n, e["sha256"]) for n, e in files.items())))
 
 
 def _steps(status: dict[str, Any] | None, doc: dict[str, Any]) -> Any:
