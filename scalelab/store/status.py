@@ -3,6 +3,31 @@
 PENDING -> RUNNING -> COMPLETED | FAILED | PREEMPTED | TIMEOUT | DIVERGED | CANCELLED.
 DIVERGED is terminal and never retried; PREEMPTED/TIMEOUT are requeued and resume.
 
+Transitions (``ALLOWED``, read off the writers: the trainer, the job, the launcher's
+scheduler verdicts): a run's first status may be any state; COMPLETED and DIVERGED are
+reached from RUNNING only and never left; every other state may move to any state but
+those two (a relaunch, a stop before training, a scheduler verdict, a crash). A writer
+asked for another move (``update_status``) raises ``IllegalTransition``, one line, and
+writes nothing.
+
+Integrity: ``update_status`` stores ``sha256``, the digest of the rest of the status
+(canonical JSON), so that a changed field (a flipped ``attempts`` or ``wall_time_s``,
+COMPLETED turned into DIVERGED, another ``run_id``) is caught wherever it is. A status
+with the wrong digest, or one at odds with its directory or its records, is *damaged*
+and read as corrupt (below), with what is wrong in the note:
+
+- ``run_id`` must be the id the run directory's name ends with (``<label>-<32 hex>``);
+- a status the trainer wrote (it has ``total_steps``): COMPLETED at ``total_steps`` with
+  no error, DIVERGED with its reason; a finished run has record files (metrics, evals)
+  and, when its status names a records manifest, that manifest is at ``steps_done``;
+  ``attempts`` is at least 1 and at least the number of Slurm jobs that ran it, and
+  ``wall_time_s`` at most the time between ``created`` and ``updated``.
+
+Not verified: a status.json written without a digest (before digests, or by hand) gets
+the checks of its directory and records alone; the records hold neither the number of
+attempts nor the wall time (metrics keep per-step times, meta.json the last attempt
+only), so a value inside the bounds above is taken from the status as written.
+
 A status.json that is no run status (not JSON, not an object, an unknown state, a field
 of the wrong type, a directory, a device, over 1 MiB) is corrupt: ``read_status`` raises
 ``CorruptStatus``, one line naming the file (exit 2 where a command cannot go on).
@@ -15,9 +40,11 @@ deleted) and says so in one line on stderr.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
+import re
 import socket
 import sys
 from enum import Enum
@@ -48,6 +75,20 @@ class State(str, Enum):
         return self in (State.COMPLETED, State.DIVERGED)
 
 
+_RESUMABLE = frozenset({State.PENDING, State.RUNNING, State.FAILED, State.PREEMPTED, State.TIMEOUT,
+                        State.CANCELLED})
+ALLOWED: dict[State | None, frozenset[State]] = {
+    None: frozenset(State),
+    State.RUNNING: frozenset(State),
+    **{s: _RESUMABLE for s in _RESUMABLE - {State.RUNNING}},
+    State.COMPLETED: frozenset(),
+    State.DIVERGED: frozenset(),
+}
+"""state -> the states a writer may move it to (module docstring); None: no status yet."""
+DIGEST_KEY = "sha256"
+"""status.json's key holding the digest of the rest of it (``status_digest``)."""
+
+
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -61,6 +102,20 @@ class CorruptStatus(UserError):
         self.why = why
 
 
+class IllegalTransition(UserError):
+    """A writer asked to move a run's state along no allowed transition (``ALLOWED``)."""
+
+    def __init__(self, path: str, old: str, new: str) -> None:
+        super().__init__(f"{old} -> {new} is no allowed move of a run's state (a run that ended {old} "
+                         "is never rewritten); set status.json aside to train the run again", file=path)
+
+
+def status_digest(status: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``status`` without its ``DIGEST_KEY``."""
+    body = {k: v for k, v in status.items() if k != DIGEST_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 _NUMBER = (int, float)
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "attempts": (int,),
@@ -69,6 +124,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "wall_time_s": (*_NUMBER, type(None)),
     "error": (str, type(None)),
     "job_ids": (list,),
+    "run_id": (str,),
+    "created": (str,),
+    "updated": (str,),
+    DIGEST_KEY: (str,),
 }
 """Fields readers rely on, and their JSON types (absent is fine)."""
 _STATES = frozenset(s.value for s in State)
@@ -107,10 +166,85 @@ def parse_status(path: str) -> dict[str, Any] | None:
         status = json.loads(data)
     except (ValueError, RecursionError):  # bad JSON, bad UTF-8, too deep
         raise CorruptStatus(path, "not JSON") from None
-    problem = _problem(status)
+    problem = _problem(status) or _damage(status, path)
     if problem is not None:
         raise CorruptStatus(path, problem)
     return status
+
+
+_ID_SUFFIX = re.compile(r"-([0-9a-f]{32})$")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A run directory's name ends with its run id (``identity.run_dir_name``)."""
+_RECORDS = ("metrics.parquet", "evals.parquet", "metrics", "evals")
+"""A finished run's record files: compacted, or still as part folders."""
+_CLOCK_SLACK_S = 2.0
+"""``created`` and ``updated`` are stamped to the second."""
+
+
+def _damage(status: dict[str, Any], path: str) -> str | None:
+    """Why a well-formed status is damaged (module docstring), or None."""
+    run_dir = os.path.dirname(path)
+    digest = status.get(DIGEST_KEY)
+    if digest is not None and digest != status_digest(status):
+        return "damaged: its sha256 does not match its content (a field changed after it was written)"
+    if digest is None:  # written before digests, or the digest's own key changed
+        renamed = next((k for k, v in status.items() if isinstance(v, str) and _DIGEST.fullmatch(v)), None)
+        if renamed is not None:
+            return f"damaged: a digest under {renamed[:40]!r}, not {DIGEST_KEY!r}"
+    rid, named = status.get("run_id"), _ID_SUFFIX.search(os.path.basename(run_dir))
+    if rid is not None and named is not None and rid != named.group(1):
+        return f"damaged: run_id {rid[:40]!r}, not this directory's run {named.group(1)}"
+    if not isinstance(status.get("total_steps"), int):
+        return None  # not the trainer's status: nothing more to compare
+    return _trainer_damage(status, run_dir)
+
+
+def _trainer_damage(status: dict[str, Any], run_dir: str) -> str | None:
+    state, steps, total = status["state"], status.get("steps_done"), status["total_steps"]
+    error, attempts = status.get("error"), status.get("attempts", 0)
+    if state == State.COMPLETED.value and (steps != total or error is not None):
+        return (f"damaged: COMPLETED at step {steps} of {total}" if steps != total
+                else "damaged: COMPLETED with an error")
+    if state == State.DIVERGED.value and not error:
+        return "damaged: DIVERGED with no reason (error)"
+    if attempts < max(1, len(status.get("job_ids", ()))):
+        return f"damaged: attempts {attempts}, but {len(status.get('job_ids', ()))} job(s) ran it"
+    span = _span_s(status)
+    wall = status.get("wall_time_s")
+    if wall is not None and (wall < 0 or (span is not None and wall > span + _CLOCK_SLACK_S)):
+        return f"damaged: wall_time_s {wall:g} outside 0..{span or 0:g} s (created to updated)"
+    if state in (State.COMPLETED.value, State.DIVERGED.value):
+        if not any(os.path.exists(os.path.join(run_dir, name)) for name in _RECORDS):
+            return f"damaged: {state} with no records (metrics, evals)"
+        return _manifest_damage(status, run_dir)
+    return None
+
+
+def _span_s(status: dict[str, Any]) -> float | None:
+    try:
+        created = _dt.datetime.fromisoformat(status["created"])
+        updated = _dt.datetime.fromisoformat(status["updated"])
+        return (updated - created).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _manifest_damage(status: dict[str, Any], run_dir: str) -> str | None:
+    """A finished run whose status names its records manifest: the manifest's step must be
+    its ``steps_done`` (a missing or unreadable manifest is ``collect``'s to report)."""
+    from scalelab.train.records.records_manifest import MARK
+
+    name = status.get(MARK)
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        return None
+    try:
+        doc = json.loads(read_small(os.path.join(run_dir, name), 1 << 20).data)
+    except (OSError, Unreadable, ValueError, RecursionError):
+        return None
+    step = doc.get("step") if isinstance(doc, dict) else None
+    if isinstance(step, int) and step != status.get("steps_done"):
+        return f"damaged: {status['state']} at step {status.get('steps_done')}, its records manifest at {step}"
+    return None
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:
@@ -143,9 +277,14 @@ def set_aside_corrupt(run_dir: str | Path) -> dict[str, Any] | None:
 
 
 def update_status(run_dir: str | Path, state: State, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into status.json, set ``state`` and its timestamp, atomically (a
-    corrupt status.json is set aside first: ``set_aside_corrupt``)."""
+    """Merge ``fields`` into status.json, set ``state`` and its timestamp, and its digest,
+    atomically (a corrupt or damaged status.json is set aside first: ``set_aside_corrupt``).
+    ``IllegalTransition`` when the run may not move to ``state`` (``ALLOWED``)."""
     status = set_aside_corrupt(run_dir) or {"attempts": 0, "job_ids": [], "created": now()}
+    old = State(status["state"]) if "state" in status else None
+    if State(state) not in ALLOWED[old]:
+        raise IllegalTransition(str(Path(run_dir) / STATUS_FILE), old.value, State(state).value)
+    status.pop(DIGEST_KEY, None)
     status.update(fields)
     status["state"] = State(state).value
     status["updated"] = now()
@@ -160,7 +299,9 @@ def update_status(run_dir: str | Path, state: State, **fields: Any) -> dict[str,
             jid = f"{job}_{task}" if task and os.environ.get("SLURM_ARRAY_JOB_ID") else job
             if jid not in status.setdefault("job_ids", []):
                 status["job_ids"].append(jid)
-    if state.terminal or state in (State.FAILED, State.CANCELLED):
+    if State(state).terminal or state in (State.FAILED, State.CANCELLED):
         status["finished"] = status["updated"]
+    status = json.loads(json.dumps(status, default=str))  # as read back (paths: strings)
+    status[DIGEST_KEY] = status_digest(status)
     write_json_atomic(Path(run_dir) / STATUS_FILE, status)
     return status

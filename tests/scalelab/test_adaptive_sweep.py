@@ -136,6 +136,7 @@ def test_unfinished_runs_are_relaunched(tmp_path):
     path, _, budget = study(tmp_path)
     first = adaptive(path, tmp_path / "root", budget, max_rounds=1)
     victim = next((first.sweep_dir / "runs").iterdir())
+    (victim / "status.json").unlink()  # planted: a COMPLETED run never moves back
     update_status(victim, State.PREEMPTED)
     (victim / "evals.parquet").unlink()
     again = adaptive(path, tmp_path / "root", budget, max_rounds=0)

@@ -137,7 +137,9 @@ def test_sweep_evaluation_writes_k_1_to_m_rows_equal_to_direct_computation(tmp_p
     # A diverged run and a run with another shape are not members of the group.
     from scalelab.store.status import State, update_status
 
-    update_status(_member_run(tmp_path, 3, corpus)[0], State.DIVERGED)
+    diverged = _member_run(tmp_path, 3, corpus)[0]
+    (diverged / "status.json").unlink()  # planted: a COMPLETED run never moves back
+    update_status(diverged, State.DIVERGED)
     _member_run(tmp_path, 0, corpus, preset="cpu-100k")
     (group,) = find_groups(tmp_path)
     assert group.member_ids == (0, 1, 2)

@@ -99,7 +99,8 @@ def run_in_process(spec: JobSpec) -> State:
     except BaseException as err:
         if isinstance(err, KeyboardInterrupt):
             raise
-        if disk_state(run_dir) not in (State.FAILED, State.DIVERGED):
+        now_state = disk_state(run_dir)
+        if now_state is None or not (now_state.terminal or now_state == State.FAILED):
             update_status(run_dir, State.FAILED, error=_summary(err))
         traceback.print_exc()
         return State.FAILED

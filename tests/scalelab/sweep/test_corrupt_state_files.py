@@ -133,6 +133,7 @@ def test_unreadable_claim_on_a_preempted_run_is_stale_and_taken_over(tmp_path, c
     capsys.readouterr()
     claims = [run / "claim.json" for run in runs]
     for make, run, path in zip(CLAIM_CASES.values(), runs, claims):
+        (run / "status.json").unlink()  # planted: a COMPLETED run never moves back
         update_status(run, State.PREEMPTED)
         make(path)
     for args in (("status", sweep), ("collect", sweep)):

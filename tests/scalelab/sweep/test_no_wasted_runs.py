@@ -159,6 +159,7 @@ def test_an_old_named_directory_of_an_unchanged_run_is_adopted(tmp_path, finishe
 
     # one preempted: the relaunch resumes it in its old directory, trains nothing else
     preempted = sweep / old[plan.table["run_id"][0]]
+    (preempted / "status.json").unlink()  # planted: a COMPLETED run never moves back
     update_status(preempted, State.PREEMPTED)
     report = execute(plan, sweep, plan.spec.launcher, wait=True, executor="debug", target=FAKE,
                      progress=False)
