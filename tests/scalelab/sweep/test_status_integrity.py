@@ -82,8 +82,7 @@ def test_a_changed_field_is_damaged(tmp_path, fields):
     ({"run_id": OTHER}, f"damaged: run_id '{OTHER}', not this directory's run {RID}"),
     ({"attempts": 0}, "damaged: attempts 0, but 0 job(s) ran it"),
     ({"attempts": 1, "job_ids": ["7", "8"]}, "damaged: attempts 1, but 2 job(s) ran it"),
-    ({"wall_time_s": 1.5e300}, "damaged: wall_time_s 1.5e+300 outside 0.."),
-    ({"wall_time_s": -3.0}, "damaged: wall_time_s -3 outside 0.."),
+    ({"wall_time_s": -3.0}, "damaged: wall_time_s -3, below 0"),
 ])
 def test_without_a_digest_the_directory_and_the_records_decide(tmp_path, fields, why):
     """A status written before digests (or by hand) is checked against its directory's
