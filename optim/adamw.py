@@ -43,6 +43,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ._hyper import as_tensor, is_compiling, tensorize_group_
 from ._param_io import (
     advance_steps_,
     foreach_chunks,
@@ -56,6 +57,7 @@ from ._validate import (
     SETTINGS_KEY,
     check_bool,
     check_dense_grads,
+    check_group_keys,
     check_int,
     check_range,
     check_saved_groups,
@@ -93,6 +95,9 @@ def bias_corrections(steps: list[Tensor], beta1: float, beta2: float) -> tuple[T
     sqrt, which libm's pow(x, 0.5) does not always equal). Subtraction is IEEE-exact either way.
     Steps kept on another device are copied to the CPU (a sync; optim keeps them on the CPU).
     """
+    if torch.is_tensor(beta1):  # traced code (optim._hyper): tensor math, one graph input each
+        t = torch.stack(steps).to(device="cpu", dtype=torch.float64)
+        return 1 - beta1**t, (1 - beta2**t).sqrt()
     t = torch.stack(steps).to(device="cpu", dtype=torch.float64).unbind()  # n × 0-d
     bc1 = 1 - torch.stack(torch._foreach_pow(beta1, t))  # [n]
     rest2 = (1 - torch.stack(torch._foreach_pow(beta2, t))).unbind()  # n × 0-d
@@ -129,8 +134,12 @@ def adamw_update_(
     decay: the weight-decay factor 1 - η·λ, or None for λ = 0 (w·1 is exact: skipped).
     foreach: ``torch._foreach_*`` ops (all tensors on one device), else a per-tensor loop.
 
-    The last op, w ← w - (η_t·m)/d, is ``_descend_`` on both paths.
+    The last op, w ← w - (η_t·m)/d, is ``_descend_`` on both paths. Tensor betas (traced code,
+    ``optim._hyper``) take ``_update_tensor_betas_``.
     """
+    if torch.is_tensor(beta1):
+        _update_tensor_betas_(ws, ms, vs, gs, sizes, bc2_sqrt, decay=decay, beta1=beta1, beta2=beta2, eps=eps)
+        return
     if foreach:
         if decay is not None:
             torch._foreach_mul_(ws, decay)
@@ -149,6 +158,21 @@ def adamw_update_(
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         denom = v.sqrt().div_(b2).add_(eps)
         _descend_([w], [m], [denom], sizes[i : i + 1])
+
+
+def _update_tensor_betas_(ws, ms, vs, gs, sizes, bc2_sqrt, *, decay, beta1: Tensor, beta2: Tensor, eps) -> None:
+    """``adamw_update_`` with 0-d tensor β1, β2 (and decay), tensor by tensor: foreach lerp
+    and addcmul take their weights as Python numbers only. Traced code (Inductor fuses it);
+    the order of operations is the float path's."""
+    denoms = []
+    for i, (w, m, v, g) in enumerate(zip(ws, ms, vs, gs)):
+        if decay is not None:
+            w.mul_(decay)
+        m.lerp_(g, (1 - beta1).to(m.dtype))
+        v.mul_(beta2).addcmul_(g, g * (1 - beta2))
+        denoms.append(v.sqrt().div_(bc2_sqrt[i]))
+    torch._foreach_add_(denoms, eps)  # eps a constant: a foreach scalar (``add_`` would restart Dynamo's analysis)
+    _descend_(ws, ms, denoms, sizes)
 
 
 def _descend_(ws: list[Tensor], ms: list[Tensor], denoms: list[Tensor], sizes: Tensor) -> None:
@@ -213,10 +237,14 @@ def adamw_step_group_(
     ``torch.optim.Optimizer`` sharing that state made torch.compile guard on grads through it).
     """
     lr, wd, (beta1, beta2) = group["lr"], group["weight_decay"], group["betas"]
+    if is_compiling():  # every number a tensor: a changed float is a graph input (optim._hyper)
+        lr, wd, beta1, beta2 = (as_tensor(x) for x in (lr, wd, beta1, beta2))
+        decay = 1 - lr * wd  # w·1 is exact: no data-dependent branch in the graph
+    else:
+        decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
     states = [state[p] for p in ps]
     bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
     sizes = step_sizes(lr, bc1)
-    decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
     chunks = foreach_chunks([real(local(p)) for p in ps]) if foreach else [[i] for i in range(len(ps))]
     for idx in chunks:
         ws = [_weight(states[i], ps[i]) for i in idx]
@@ -293,9 +321,13 @@ class AdamW(torch.optim.Optimizer):
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict) -> None:
-        """torch's, then the group's hyperparameters are checked (``check_adamw_group``)."""
+        """torch's, then the group's keys and hyperparameters are checked (``check_adamw_group``)
+        and its lr held as a 0-d tensor (``optim._hyper``)."""
+        if isinstance(param_group, dict):
+            check_group_keys("AdamW", param_group, self.defaults)
         super().add_param_group(param_group)
         check_adamw_group("AdamW", self.param_groups[-1])
+        tensorize_group_(self.param_groups[-1], self.defaults)
 
     def settings(self) -> dict[str, bool | int]:
         """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""

@@ -41,6 +41,8 @@ import math
 import torch
 from torch import Tensor
 
+from optim import _validate
+from optim._hyper import as_tensor, is_compiling, tensorize_group_
 from optim._param_io import (
     advance_steps_,
     foreach_chunks,
@@ -49,12 +51,12 @@ from optim._param_io import (
     restore_fp32_state,
     write_param_,
 )
-from optim import _validate
 from optim._validate import (
     SETTINGS_KEY,
     check_bool,
     check_choice,
     check_dense_grads,
+    check_group_keys,
     check_int,
     check_range,
     check_real_params,
@@ -260,6 +262,7 @@ class Muon(torch.optim.Optimizer):
         self.foreach = True if foreach is None else foreach
         for group in self.param_groups:
             self._check_group(group)
+            tensorize_group_(group, self.defaults)
         muon_params = [p for g in self.param_groups if g["use_muon"] for p in g["params"]]
         sharded = any(is_dtensor(p) and not all(pl.is_replicate() for pl in p.placements) for p in muon_params)
         self.distributed_mode = distributed_mode
@@ -329,9 +332,12 @@ class Muon(torch.optim.Optimizer):
             st["momentum_buffer"] = torch.zeros_like(p, dtype=torch.float32, memory_format=torch.preserve_format)
 
     def add_param_group(self, param_group: dict) -> None:
+        if isinstance(param_group, dict):  # Muon's own keys, blocks and batched (a typo is refused)
+            check_group_keys("Muon", param_group, [*self.defaults, "blocks", "batched"])
         super().add_param_group(param_group)
         if hasattr(self, "ns_dtype"):  # not from Optimizer.__init__ (__init__ checks those groups)
             self._check_group(self.param_groups[-1])
+            tensorize_group_(self.param_groups[-1], self.defaults)
 
     def load_state_dict(self, state_dict: dict) -> None:
         """torch's, after refusing a foreign state_dict or different settings; fp32 state kept."""
@@ -397,9 +403,8 @@ class Muon(torch.optim.Optimizer):
         chunks = foreach_chunks(bufs) if self.foreach else [[i] for i in range(len(ps))]
         for idx in chunks:
             grads = [local(ps[i].grad).to(torch.float32) for i in idx]
-            out = muon_momentum_(
-                [bufs[i] for i in idx], grads, group["momentum"], nesterov=group["nesterov"], foreach=self.foreach
-            )
+            mu = as_tensor(group["momentum"]) if is_compiling() else group["momentum"]
+            out = muon_momentum_([bufs[i] for i in idx], grads, mu, nesterov=group["nesterov"], foreach=self.foreach)
             us.update(zip(idx, out))
         return [us[i] for i in range(len(ps))]
 
@@ -438,7 +443,10 @@ class Muon(torch.optim.Optimizer):
         w = local(p)
         if w.dtype != torch.float32:
             w = w.to(torch.float32)
-        if torch.is_tensor(wd) or wd != 0:  # w·1 is exact: skipped
+        if is_compiling():  # numbers as tensors, no branch on them (optim._hyper)
+            lr, wd = as_tensor(lr), as_tensor(wd)
+            w.mul_(1 - lr * wd)
+        elif torch.is_tensor(wd) or wd != 0:  # w·1 is exact: skipped
             w.mul_(1 - lr * wd)
         w.add_(o.view_as(w).to(torch.float32).mul_(lr * -s))  # O in the NS dtype: one upcast
         sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16

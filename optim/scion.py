@@ -28,13 +28,15 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ._hyper import as_tensor, is_compiling, tensorize_group_
 from ._param_io import advance_steps_, local, params_with_grads, restore_fp32_state, write_param_
-from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles
+from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles, warn_likely_heads
 from ._validate import (
     SETTINGS_KEY,
     check_bool,
     check_choice,
     check_dense_grads,
+    check_group_keys,
     check_int,
     check_range,
     check_real_params,
@@ -151,6 +153,7 @@ class Scion(torch.optim.Optimizer):
         """Validate the group and resolve its ``norm`` (state comes at the param's first grad)."""
         if "unconstrained" in param_group:
             raise ValueError("Scion: use constrained=False instead of unconstrained=True")
+        check_group_keys("Scion", param_group, self.defaults)
         own_kwargs = "norm_kwargs" in param_group or "norm" not in param_group
         super().add_param_group(param_group)
         group = self.param_groups[-1]
@@ -162,6 +165,14 @@ class Scion(torch.optim.Optimizer):
         check_real_params("Scion", group["params"], "norm LMOs")
         kwargs = group.pop("norm_kwargs", {})
         group["norm"] = resolve_norm(group["norm"], **(kwargs if own_kwargs else {}))
+        for p in group["params"]:  # each norm's rank rule now, not an IndexError at step()
+            problem = group["norm"].shape_problem(tuple(p.shape))
+            if problem:
+                raise ValueError(
+                    f"Scion: norm {group['norm'].name} cannot take the param of shape {tuple(p.shape)} in "
+                    f"param group {len(self.param_groups) - 1}: {problem}"
+                )
+        tensorize_group_(group, self.defaults)
 
     def settings(self) -> dict[str, bool | int | str]:
         """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
@@ -261,7 +272,9 @@ class Scion(torch.optim.Optimizer):
         for group, live, pids in params_with_grads(self.param_groups):
             for p in live:
                 self._init_state(p)
-            lr, beta, rho = group["lr"], float(group["momentum"]), float(group["scale"])
+            lr, beta, rho = group["lr"], group["momentum"], float(group["scale"])
+            if is_compiling():  # numbers as tensors: a changed float is a graph input (optim._hyper)
+                lr, beta = as_tensor(lr), as_tensor(beta)
             # the steps as ints only for SR, whose key they are (one host read per group)
             counts = advance_steps_([self.state[p]["step"] for p in live], foreach=False,
                                     sr=self.stochastic_rounding)
@@ -269,7 +282,9 @@ class Scion(torch.optim.Optimizer):
             for p in live:
                 d = self.state[p]["momentum_buffer"]
                 g = p.grad.to(torch.float32)
-                if beta == 0.0:
+                if torch.is_tensor(beta):  # d·β + g·(1 - β): d = g at β = 0, no branch on β
+                    d.mul_(beta).add_(g * (1 - beta))
+                elif beta == 0.0:
                     d.copy_(g)
                 else:  # d ← (1 - α)d + αg, α = 1 - β
                     d.mul_(beta).add_(g, alpha=1.0 - beta)
@@ -321,7 +336,9 @@ def scion_param_groups(
     if vectors not in ("bias_rms", "exclude"):
         raise ValueError(f"scion_param_groups: vectors must be 'bias_rms' or 'exclude', got {vectors!r}")
     by_role: dict[str, list] = {"embed": [], "hidden": [], "head": [], "vector": []}
-    for name, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
+    rows = param_roles(model, embed_names=embed_names, head_names=head_names)
+    warn_likely_heads(model, [r for r in rows if r[1].requires_grad], "scion_param_groups")
+    for name, p, role in rows:
         if p.requires_grad:
             by_role[role].append((name, p))
     hidden_2d, fused = split_fused(

@@ -6,12 +6,13 @@ fp32 and SR-AdamW on pure-bf16 weights. 20 steps build at most 2 graphs (the fir
 the lazy state, so the second step's guards differ once; then one graph serves every step), and
 the parameters match the same 20 steps run eagerly.
 
-How graphs are counted: the compile backend is Inductor (``compile_fx``, what
-``backend="inductor"`` calls) wrapped in a function that counts its calls. Dynamo calls the
-backend once per graph it compiles, first compiles, recompiles after a guard failure and the
-pieces of a broken graph alike, so the count is the number of graphs built, with no reliance on
-Dynamo's internal counters (``torch._dynamo.utils.counters["stats"]["unique_graphs"]`` is
-checked to agree). ``fullgraph=True`` turns a graph break into an error, and a recompile past
+How graphs are counted: Dynamo's ``torch._dynamo.utils.counters["stats"]["unique_graphs"]``
+(first compiles, recompiles after a guard failure and the pieces of a broken graph). The
+compile backend is Inductor (``compile_fx``, what ``backend="inductor"`` calls) wrapped in a
+function that counts its calls, which must be at least that: it is one more when Dynamo
+restarts the first graph's analysis, as it does for the 0-d float64 lr tensor each group holds
+(``optim._hyper``: Dynamo reads such a tensor as a float and its tensorify pass restarts
+once), the same graph compiled again, not a new one. ``fullgraph=True`` turns a graph break into an error, and a recompile past
 ``torch._dynamo.config.recompile_limit`` (8) into ``FailOnRecompileLimitHit`` instead of a silent
 fallback to eager (before the fix, Muon's nested AdamW made Dynamo guard on each new grad
 tensor: 8 graphs in 8 steps, then eager).
@@ -39,8 +40,8 @@ import pytest
 import torch
 import torch._dynamo
 from torch import nn
-from torch._dynamo.utils import counters
 from torch._dynamo.backends.registry import lookup_backend
+from torch._dynamo.utils import counters
 
 import optim
 
@@ -132,11 +133,12 @@ def test_compiled_step_builds_at_most_two_graphs_and_matches_eager(recipe, backe
     t0 = time.perf_counter()
     compiled, losses = _train(recipe, lambda opt: torch.compile(opt.step, backend=counting_backend, fullgraph=True))
     seconds = time.perf_counter() - t0
-    assert len(graphs) <= MAX_GRAPHS, f"{recipe}: {len(graphs)} graphs in {STEPS} steps"
-    assert counters["stats"]["unique_graphs"] == len(graphs)
+    unique = counters["stats"]["unique_graphs"]
+    assert 1 <= unique <= MAX_GRAPHS, f"{recipe}: {unique} graphs in {STEPS} steps"
+    assert len(graphs) in (unique, unique + 1), (unique, len(graphs))  # + the first graph's restart
     assert losses[-1] < losses[0] - 0.1, (recipe, losses)  # it trains
     atol = RECIPES[recipe][1]
     for i, (a, b) in enumerate(zip(eager, compiled)):
         torch.testing.assert_close(b, a, rtol=0, atol=atol, msg=lambda m, i=i: f"{recipe} param {i}: {m}")
     worst = max((b - a).abs().max().item() for a, b in zip(eager, compiled))
-    print(f"{recipe} {backend}: {len(graphs)} graphs, compiled run {seconds:.1f} s, max |compiled - eager| {worst:.3g}")
+    print(f"{recipe} {backend}: {unique} graphs, compiled run {seconds:.1f} s, max |compiled - eager| {worst:.3g}")

@@ -65,7 +65,7 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer
         )
     opt = REGISTRY[cfg.name](model, cfg)
     for group in opt.param_groups:
-        group.setdefault("base_lr", group["lr"])
+        group.setdefault("base_lr", float(group["lr"]))  # a number (optim holds lr as a 0-d tensor)
     return opt
 
 
