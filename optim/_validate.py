@@ -25,6 +25,7 @@ __all__ = [
     "check_bool",
     "check_choice",
     "check_dense_grads",
+    "check_group_keys",
     "check_int",
     "check_range",
     "check_real_params",
@@ -78,6 +79,30 @@ def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> N
     close = difflib.get_close_matches(str(value), list(choices), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"{owner}: {name} must be one of {tuple(choices)}, got {value!r}{hint}")
+
+
+METADATA_KEYS = frozenset({
+    "params", "param_names", "name",  # torch's named param groups; a label trainers often add
+    "initial_lr", "max_lr", "min_lr", "base_momentum", "max_momentum",  # torch's LR schedulers
+    "base_lr",  # a peak lr trainers keep beside the scheduled one (scalelab's does)
+})
+"""Group keys accepted beside an optimizer's own (``check_group_keys``): they change nothing in
+the update."""
+
+
+def check_group_keys(owner: str, group: Mapping[str, Any], known: Iterable[str]) -> None:
+    """Refuse a group key that is neither one of ``known`` (the optimizer's own) nor a
+    ``METADATA_KEYS`` one, with a did-you-mean: a misspelled key (``"use_muonn": False``) would
+    otherwise be ignored and its group stepped with the default."""
+    allowed = set(known) | METADATA_KEYS
+    for key in group:
+        if key in allowed:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"{owner}: unknown param group key {key!r}{hint} (known: {', '.join(sorted(set(known) - {'params'}))})"
+        )
 
 
 def triton_available() -> bool:

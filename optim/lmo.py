@@ -85,6 +85,21 @@ class LMO(ABC):
     def init_(self, w: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """Fill ``w`` in place with the norm-matched init (before the radius)."""
 
+    min_ndim: ClassVar[int] = 0
+    max_ndim: ClassVar[int | None] = None
+
+    def shape_problem(self, shape: tuple[int, ...]) -> str | None:
+        """Why a param of ``shape`` cannot take this LMO (its rank rule: ``min_ndim`` ..
+        ``max_ndim`` dims), or None. ``optim.Scion`` asks at construction, so a wrong norm is
+        refused then, not met as an IndexError at the first step."""
+        n = len(shape)
+        if n < self.min_ndim or (self.max_ndim is not None and n > self.max_ndim):
+            want = f"exactly {self.min_ndim}" if self.max_ndim == self.min_ndim else (
+                f">= {self.min_ndim}" if self.max_ndim is None else f"{self.min_ndim}..{self.max_ndim}")
+            return (f"{self.name} needs {want} dims, got {n}; use BiasRMS (or Auto) for vectors and "
+                    "scalars, Sign for 1-D and up, Spectral or ColNorm/RowNorm for matrices")
+        return None
+
     def lmo(self, g: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         """argmin over the radius-``scale`` ball of ⟨g, S⟩, i.e. -scale·s(g)."""
         return self.direction(g).mul_(-scale)
@@ -117,6 +132,13 @@ class Spectral(LMO):
     method: str = "newton_schulz"
     blocks: int = 1
     name: ClassVar[str] = "Spectral"
+    min_ndim: ClassVar[int] = 2
+
+    def shape_problem(self, shape):
+        problem = super().shape_problem(shape)
+        if problem is None and shape[-2] % self.blocks:
+            return f"its {shape[-2]} rows do not split into blocks={self.blocks} equal blocks"
+        return problem
 
     def factor(self, d_out: int, d_in: int) -> float:
         f = math.sqrt(d_out / d_in) if self.normalized else math.sqrt(d_out)
@@ -157,6 +179,7 @@ class SpectralConv(LMO):
     coefficients: str | tuple = "jordan"
     method: str = "newton_schulz"
     name: ClassVar[str] = "SpectralConv"
+    min_ndim: ClassVar[int] = 2
 
     @staticmethod
     def factor(shape: torch.Size) -> float:
@@ -211,6 +234,8 @@ class ColNorm(LMO):
     normalized: bool = False
     transpose: bool = False
     name: ClassVar[str] = "ColNorm"
+    min_ndim: ClassVar[int] = 2
+    max_ndim: ClassVar[int | None] = 2
 
     def is_rowwise(self) -> bool:
         return self.transpose
@@ -241,6 +266,8 @@ class RowNorm(LMO):
     normalized: bool = True
     transpose: bool = False
     name: ClassVar[str] = "RowNorm"
+    min_ndim: ClassVar[int] = 2
+    max_ndim: ClassVar[int | None] = 2
 
     def is_rowwise(self) -> bool:
         return not self.transpose
@@ -272,6 +299,7 @@ class Sign(LMO):
     zero_init: bool = False
     name: ClassVar[str] = "Sign"
     rowwise: ClassVar[bool] = True
+    min_ndim: ClassVar[int] = 1
 
     def _d_in(self, shape: torch.Size) -> int:
         return math.prod(shape[1:]) if len(shape) >= 2 else shape[0]

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from optim._roles import EMBED_NAMES, HEAD_NAMES, param_roles
+from optim._roles import EMBED_NAMES, HEAD_NAMES, param_roles, warn_likely_heads
 from optim.fused_qkv import split_fused
 
 __all__ = ["ADAMW_GROUP_DEFAULTS", "muon_param_groups", "route_params"]
@@ -62,7 +62,9 @@ def muon_param_groups(
     whose blocks cannot be told stays whole, with one warning. "whole": no special case.
     """
     hidden, other = [], []
-    for name, p, role in param_roles(model, embed_names=embed_names, head_names=head_names):
+    rows = param_roles(model, embed_names=embed_names, head_names=head_names)
+    warn_likely_heads(model, [r for r in rows if r[1].requires_grad], "muon_param_groups")
+    for name, p, role in rows:
         if p.requires_grad:
             (hidden if role == "hidden" else other).append((name, p))
     hidden, fused = split_fused(hidden, fused_qkv, "muon_param_groups")
