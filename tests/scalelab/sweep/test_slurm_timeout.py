@@ -48,13 +48,6 @@ _TRAINER = textwrap.dedent("""
 """)
 
 
-class _Env:
-    global_rank = 0
-
-    def _requeue(self, countdown):
-        raise AssertionError(f"requeued with countdown {countdown}: submitit had requeues left")
-
-
 class _Paths:
     def __init__(self, folder: Path) -> None:
         self.submitted_pickle = folder / "submitted.pkl"
@@ -67,8 +60,11 @@ def usr2_restored():
     signal.signal(signal.SIGUSR2, previous)
 
 
-def test_out_of_requeues_job_writes_timeout_with_the_resume_command(tmp_path, monkeypatch, usr2_restored):
-    run_dir = tmp_path / "runs" / "r"
+def _slurm_run(tmp_path, monkeypatch, countdown: int):
+    """A SlurmRun of one run whose trainer asks for the time-limit signal, with submitit's
+    own USR2 handler installed for a job ``countdown`` requeues from its limit, an hour
+    into its 60 minutes; (run, spec, run directory, requeue countdowns submitit asked for)."""
+    run_dir = tmp_path / f"c{countdown}" / "runs" / "r"
     run_dir.mkdir(parents=True)
     update_status(run_dir, State.PREEMPTED, attempts=3, job_ids=["7_0"])  # three limits so far
     monkeypatch.setattr(job_mod, "command", lambda spec, python=None: [sys.executable, "-c", _TRAINER,
@@ -78,39 +74,33 @@ def test_out_of_requeues_job_writes_timeout_with_the_resume_command(tmp_path, mo
     spec = JobSpec("r", "r", str(run_dir), FAKE)
     run = SlurmRun(sys.executable, requeue=True)
     delayed = submitit.helpers.DelayedSubmission(run, spec)
-    delayed.set_timeout(60, 0)  # max_num_timeout spent: no requeue is left
-    handler = SignalHandler(_Env(), _Paths(tmp_path), delayed)
-    handler._start_time -= 3600  # an hour into a 60-minute job: its time limit
-    signal.signal(signal.SIGUSR2, handler.checkpoint_and_try_requeue)
-    with pytest.raises(UncompletedJobError, match="timed-out too many times"):
-        run(spec)
-    status = read_status(run_dir)
-    assert status["state"] == "TIMEOUT" and status["steps_done"] == 3 and status["attempts"] == 4
-    assert status["error"].startswith("out of requeues: Slurm job 7 not requeued by submitit")
-    assert "`scalelab retry --preempted SWEEP`" in status["error"]
+    delayed.set_timeout(60, countdown)
+    requeued: list[int] = []
 
+    class Env:
+        global_rank = 0
 
-def test_a_requeue_left_keeps_the_run_preempted(tmp_path, monkeypatch, usr2_restored):
-    """The same signal with requeues left: submitit requeues (here: the fake env says so)."""
-    run_dir = tmp_path / "runs" / "r"
-    run_dir.mkdir(parents=True)
-    monkeypatch.setattr(job_mod, "command", lambda spec, python=None: [sys.executable, "-c", _TRAINER,
-                                                                        spec.run_dir])
-    monkeypatch.setattr(job_mod, "_torch_env", lambda: {})
-    spec = JobSpec("r", "r", str(run_dir), FAKE)
-    run = SlurmRun(sys.executable, requeue=True)
-    delayed = submitit.helpers.DelayedSubmission(run, spec)
-    delayed.set_timeout(60, 3)
-    requeued = []
-
-    class Env(_Env):
-        def _requeue(self, countdown):
-            requeued.append(countdown)
+        def _requeue(self, left):
+            requeued.append(left)
 
     handler = SignalHandler(Env(), _Paths(tmp_path), delayed)
     handler._start_time -= 3600
     monkeypatch.setattr(handler, "_exit", lambda: (_ for _ in ()).throw(SystemExit(-1)))
     signal.signal(signal.SIGUSR2, handler.checkpoint_and_try_requeue)
+    return run, spec, run_dir, requeued
+
+
+def test_out_of_requeues_job_writes_timeout_with_the_resume_command(tmp_path, monkeypatch, usr2_restored):
+    run, spec, run_dir, requeued = _slurm_run(tmp_path, monkeypatch, countdown=0)  # max_num_timeout spent
+    with pytest.raises(UncompletedJobError, match="timed-out too many times"):
+        run(spec)
+    status = read_status(run_dir)
+    assert requeued == []
+    assert status["state"] == "TIMEOUT" and status["steps_done"] == 3 and status["attempts"] == 4
+    assert status["error"].startswith("out of requeues: Slurm job 7 not requeued by submitit")
+    assert "`scalelab retry --preempted SWEEP`" in status["error"]
+    # the same signal with requeues left: submitit requeues, and the run stays PREEMPTED
+    run, spec, run_dir, requeued = _slurm_run(tmp_path, monkeypatch, countdown=3)
     with pytest.raises(SystemExit):
         run(spec)
     assert requeued == [2] and read_status(run_dir)["state"] == "PREEMPTED"

@@ -105,6 +105,7 @@ def test_a_finished_run_without_records_or_at_another_step_is_damaged(tmp_path):
 def test_statuses_of_others_are_read_as_written(tmp_path):
     """No total_steps (a test double, a generation job) and no run id in the name: only
     the digest."""
+    test_a_written_status_carries_its_digest(tmp_path / "trained")
     run = tmp_path / "generate" / "abc"
     run.mkdir(parents=True)
     update_status(run, State.RUNNING, kind="generate")
