@@ -339,15 +339,17 @@ def release(run_dir: str | Path, claim: Claim | None = None) -> None:
 @contextlib.contextmanager
 def heartbeat(run_dir: str | Path, every_s: float = HEARTBEAT_EVERY_S) -> Iterator[None]:
     """While the block runs (a job training ``run_dir``), refresh the run's claim every
-    ``every_s`` seconds when this process holds it (its ``pid`` or ``worker_pid``): a
+    ``every_s`` seconds when this process holds it (its ``pid`` or ``worker_pid`` on this
+    host): a
     long run stays live even when the launcher that claimed it is gone."""
     done = threading.Event()
+    host = socket.gethostname()
 
     def beat() -> None:
         while not done.wait(every_s):
             held = read_claim(run_dir)
             if held is not None and not isinstance(held, UnreadableClaim) and \
-                    os.getpid() in (held.pid, held.worker_pid):
+                    held.host == host and os.getpid() in (held.pid, held.worker_pid):
                 try:
                     refresh(run_dir, held)
                 except OSError:  # a full disk: the next beat tries again
