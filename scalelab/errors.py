@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import errno
+import os
+import re
 from collections.abc import Iterable
 
 EXIT_OK = 0
@@ -43,8 +45,9 @@ _OS_HINTS = {
     errno.EACCES: "not writable by this user; choose another path",
     errno.EPERM: "not permitted; choose another path",
     errno.EROFS: "read-only file system; choose another path",
-    errno.ENOSPC: "no space left on the device; free space and rerun (finished work is kept)",
-    errno.EDQUOT: "disk quota exceeded; free space and rerun (finished work is kept)",
+    errno.ENOSPC: "disk full: free space and rerun (finished work is kept)",
+    errno.EDQUOT: "disk full (quota exceeded): free space or raise the quota and rerun "
+                  "(finished work is kept)",
     errno.ENOTDIR: "a part of this path is a file, not a directory",
     errno.EISDIR: "is a directory; a file was expected",
     errno.EEXIST: "already exists and is not a directory",
@@ -53,6 +56,25 @@ _OS_HINTS = {
     errno.ELOOP: "too many levels of symbolic links",
 }
 """errno -> what to do, for the errors a user's paths and disks cause."""
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+"""The errnos of a full disk."""
+_QUOTED_ERRNO = re.compile(r"(?:os error|errno) (\d+)\b", re.IGNORECASE)
+"""How libraries quote a system error in their own exceptions' text: polars and other
+Rust code "(os error 28)", pyarrow "[errno 28]"."""
+
+
+def disk_full_error(err: BaseException) -> OSError | None:
+    """``err`` as an ``OSError`` when a full disk caused it (``DISK_FULL``): an ``OSError``
+    with that errno, or another library's error quoting it in its text; else None."""
+    if isinstance(err, OSError) and err.errno in DISK_FULL:
+        return err
+    if not isinstance(err, Exception):
+        return None
+    found = _QUOTED_ERRNO.search(str(err))
+    code = int(found.group(1)) if found else None
+    return OSError(code, os.strerror(code)) if code in DISK_FULL else None
 
 
 def os_error_message(err: OSError) -> str:

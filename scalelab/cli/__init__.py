@@ -2,7 +2,10 @@
 
 Exit codes: 0 ok, 1 failure, 2 bad input. An ``OSError`` that reaches the top (a path
 that cannot be written, a file where a directory belongs, a full disk) is bad input too:
-one line naming the path and what to do (``errors.os_error_message``), exit 2.
+one line naming the path and what to do (``errors.os_error_message``), exit 2. So is a
+library's own error that quotes a full disk's errno in its text (polars' "(os error 28)",
+pyarrow's "[errno 28]": ``errors.disk_full_error``); the atomic writers
+(``scalelab.store.atomic``) turn the ones that do not quote it into ENOSPC naming the file.
 
 Each verb lives in its own module and registers on ``scalelab.cli.app.app``; add a new
 module's name to ``_VERB_MODULES``.
@@ -14,7 +17,7 @@ import importlib
 import sys
 
 from scalelab.cli.app import app
-from scalelab.errors import EXIT_BAD_INPUT, UserError, os_error_message
+from scalelab.errors import EXIT_BAD_INPUT, UserError, disk_full_error, os_error_message
 
 _VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next", "transfer")
 
@@ -57,6 +60,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except exits as err:
         sys.exit(err.exit_code)
+    except Exception as err:  # a library's error caused by a full disk; anything else is a bug
+        full = disk_full_error(err)
+        if full is None:
+            raise
+        print(f"error: {os_error_message(full)}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
     sys.exit(result if isinstance(result, int) else 0)
 
 
