@@ -19,8 +19,9 @@ from scalelab.adaptive.block import BLOCK_NAME
 from scalelab.adaptive.record import ADAPTIVE_DIR, STUDY_FILE
 from scalelab.errors import UserError
 from scalelab.store.layout import SPEC_FILE
+from scalelab.store.sweep_files import read_sweep_text
 from scalelab.sweep.run.launch import sweep_dir_for
-from scalelab.sweep.spec.load import Spec, load_spec
+from scalelab.sweep.spec.load import Spec, load_spec, parse_spec
 
 __all__ = ["Source", "resolve"]
 
@@ -43,7 +44,10 @@ def resolve(path: Path, *, root: Path | None = None) -> Source:
     copy = kept if kept.is_file() else path / SPEC_FILE
     if not copy.is_file():
         raise UserError(f"{path}: no {SPEC_FILE} here; give the study's spec file instead")
-    spec = load_spec(copy)
+    if copy == kept:
+        spec = load_spec(copy)
+    else:  # the sweep's copy: checked against its manifest (store.sweep_files)
+        spec = parse_spec(read_sweep_text(copy) or "", file=str(copy))
     names = [name for name, _ in spec.blocks]
     if (copy != kept and names and not spec.grid
             and all(n == BLOCK_NAME or n.startswith(f"{BLOCK_NAME}-") for n in names)):
