@@ -184,13 +184,25 @@ def _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed
         check_bool("Muon", "foreach", foreach)
 
 
+def _per_block(fn, k: int):
+    """``fn`` on each of ``k`` equal row blocks of every matrix of a stack [B, m, n]: the
+    blocks are a stack [B·k, m/k, n] (what the single-process path makes of ``blocks=k``)."""
+
+    def apply(x: Tensor) -> Tensor:
+        b, m, n = x.shape
+        return fn(x.reshape(b * k, m // k, n)).reshape(b, m, n)
+
+    return apply
+
+
 class Muon(torch.optim.Optimizer):
     """Muon for matrix params, optionally AdamW for ``use_muon=False`` groups (module docstring).
 
     Args:
         params: params or param-group dicts; a group may set ``use_muon=False`` and any key below,
             and ``blocks=k``: orthogonalise each of k equal row blocks apart, with its own shape
-            scale (fused [W_Q; W_K; W_V] weights, ``optim.fused_qkv``; not for FSDP-sharded params);
+            scale (fused [W_Q; W_K; W_V] weights, ``optim.fused_qkv``; under FSDP2 the owner rank of
+            the gathered matrix splits it, ``optim.distributed.fsdp_matrix_apply``);
             and ``batched=True``: a ≥3-D weight [..., d_out, d_in] (MoE experts [E, out, in]) is
             a batch of [d_out, d_in] matrices, each orthogonalised and shape-scaled on its own (one
             batched Newton-Schulz call), instead of flattened to [d_out, d_in·k·k] like a conv
@@ -292,10 +304,10 @@ class Muon(torch.optim.Optimizer):
         check_real_params("Muon", group["params"], "Muon's orthogonalised updates (use_muon=True)")
         blocks = _blocks(group)
         for p in group["params"]:
-            if (blocks > 1 or _batched(group)) and is_dtensor(p):
+            if _batched(group) and is_dtensor(p):
                 raise ValueError(
-                    f"Muon: blocks={blocks}, batched={_batched(group)} need plain tensors, "
-                    f"got a DTensor of shape {tuple(p.shape)}"
+                    f"Muon: batched=True needs plain tensors, got a DTensor of shape {tuple(p.shape)}; "
+                    "shard the experts' weights as separate matrices, or keep them unsharded"
                 )
             if p.ndim < 2:
                 raise ValueError(
@@ -378,7 +390,10 @@ class Muon(torch.optim.Optimizer):
         for group, ps, ids in work:
             key = (group["ns_steps"], repr(group["coefficients"]))
             for p, u, pid in zip(ps, self._momentum(group, ps), ids):
-                pieces = u.reshape(_piece_shape(group, tuple(u.shape)))  # [count, rows, cols]
+                if is_dtensor(p):  # local rows: the owner rank splits the gathered matrix (_orthogonalise)
+                    pieces = u.reshape(1, u.shape[0], math.prod(u.shape[1:]))  # (an empty shard too)
+                else:
+                    pieces = u.reshape(_piece_shape(group, tuple(u.shape)))  # [count, rows, cols]
                 jobs.setdefault(key, []).append((p, group, pieces, pid, next(sr_steps)))
         for items in jobs.values():
             group0 = items[0][1]
@@ -389,7 +404,8 @@ class Muon(torch.optim.Optimizer):
                                      out_dtype=self.ns_dtype)  # _apply upcasts as it adds
 
             pairs = [(p, b) for p, _, pieces, *_ in items for b in pieces.unbind(0)]
-            updates = iter(self._orthogonalise(pairs, ns))
+            blocks = [_blocks(g) if is_dtensor(p) else 1 for p, g, pieces, *_ in items for _ in range(pieces.shape[0])]
+            updates = iter(self._orthogonalise(pairs, ns, blocks))
             for p, _group, pieces, pid, sr_step in items:  # pieces back together (one: no copy)
                 done = [next(updates) for _ in range(pieces.shape[0])]
                 o = done[0] if len(done) == 1 else torch.stack(done)
@@ -408,8 +424,12 @@ class Muon(torch.optim.Optimizer):
             us.update(zip(idx, out))
         return [us[i] for i in range(len(ps))]
 
-    def _orthogonalise(self, pairs: list[tuple[Tensor, Tensor]], ns) -> list[Tensor]:
-        """NS of every U (local rows under FSDP), spread over the ranks by distributed_mode."""
+    def _orthogonalise(self, pairs: list[tuple[Tensor, Tensor]], ns, blocks: list[int]) -> list[Tensor]:
+        """NS of every U (local rows under FSDP), spread over the ranks by distributed_mode.
+
+        ``blocks``: per pair, the row blocks the owner rank orthogonalises apart after it gathers
+        a sharded matrix (a fused QKV with ``blocks=3``: ``_per_block``); 1 for every plain
+        matrix, whose blocks are separate pairs already."""
         mats = [u for _, u in pairs]
         if self.distributed_mode == "ddp":
             return ddp_matrix_apply(mats, ns, group=self.process_group)
@@ -424,13 +444,14 @@ class Muon(torch.optim.Optimizer):
         plain = [i for i, (p, _) in enumerate(pairs) if not is_dtensor(p)]  # replicated: local
         for i, o in zip(plain, local_matrix_apply([mats[i] for i in plain], ns)):
             out[i] = o
-        if sharded:
-            shapes = [(pairs[i][0].shape[0], math.prod(pairs[i][0].shape[1:])) for i in sharded]
-            group = self.process_group
-            if group is None:
-                group = pairs[sharded[0]][0].device_mesh.get_group()
-            res = fsdp_matrix_apply([mats[i] for i in sharded], ns, global_shapes=shapes, group=group)
-            for i, o in zip(sharded, res):
+        group = self.process_group
+        if sharded and group is None:
+            group = pairs[sharded[0]][0].device_mesh.get_group()
+        for k in sorted({blocks[i] for i in sharded}):  # one all_to_all round per block count
+            idx = [i for i in sharded if blocks[i] == k]
+            shapes = [(pairs[i][0].shape[0], math.prod(pairs[i][0].shape[1:])) for i in idx]
+            fn = ns if k == 1 else _per_block(ns, k)
+            for i, o in zip(idx, fsdp_matrix_apply([mats[i] for i in idx], fn, global_shapes=shapes, group=group)):
                 out[i] = o
         return out  # type: ignore[return-value]
 
