@@ -318,3 +318,60 @@ def test_no_command_module_imports_another(graph):
     commands = _command_modules()
     assert {"scalelab.cli.sweep", "scalelab.cli.report", "scalelab.cli.next"} <= commands
     assert _violations(graph, lambda a, b: a in commands and b in commands) == []
+
+
+def _singular_plural_pairs(names: set[str]) -> list[tuple[str, str]]:
+    """Pairs (x, xs) or (y-ending x, ...ies) among ``names``: a folder's two doors that read
+    as one (verdict.py beside verdicts.py)."""
+    plural = {n + "s": n for n in names} | {n[:-1] + "ies": n for n in names if n.endswith("y")}
+    return sorted((plural[n], n) for n in names if n in plural)
+
+
+def test_singular_plural_rule_can_fail():
+    assert _singular_plural_pairs({"verdict", "verdicts", "rows", "cells", "entry", "entries"}) == [
+        ("entry", "entries"), ("verdict", "verdicts")]
+
+
+def test_no_folder_has_a_module_and_its_plural():
+    """No two modules of one folder are named as the singular and plural of one word: each
+    module is one concept with a name that says which (``verdicts`` holds the whole verdict)."""
+    found = []
+    for folder in PACKAGES.values():
+        for pkg in {p.parent for p in folder.rglob("*.py")}:
+            names = {p.stem for p in pkg.glob("*.py")} - {"__init__"}
+            found += [f"{pkg.relative_to(ROOT)}: {a} / {b}" for a, b in _singular_plural_pairs(names)]
+    assert found == []
+
+
+RECIPE_NAMES_OWNER = "analysis/recipes/names.py"
+RECIPE_NAME_LITERALS = ("ensemble (N,K->inf)", "ensemble (K->inf)", "regularized, mean of seeds")
+"""Recipe names spelled once, in ``analysis.recipes.names``: as string literals they appear in
+no other module of analysis or scalelab (docstrings included: a name is cited by its
+constant)."""
+
+
+def _literal_uses(text: str, literals: tuple[str, ...]) -> list[str]:
+    """The ``literals`` that occur inside a string constant of the Python source ``text``."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out += [lit for lit in literals if lit in node.value]
+    return out
+
+
+def test_recipe_name_rule_can_fail():
+    assert _literal_uses('fits["ensemble (N,K->inf)"] = x\nname = "no recipe"\n',
+                         RECIPE_NAME_LITERALS) == ["ensemble (N,K->inf)"]
+
+
+def test_recipe_names_are_defined_once():
+    owner = ROOT / RECIPE_NAMES_OWNER
+    assert set(_literal_uses(owner.read_text(), RECIPE_NAME_LITERALS)) == set(RECIPE_NAME_LITERALS)
+    found = []
+    for top in ("analysis", "scalelab"):
+        for path in sorted(PACKAGES[top].rglob("*.py")):
+            if path == owner:
+                continue
+            found += [f"{path.relative_to(ROOT)}: {lit!r}"
+                      for lit in _literal_uses(path.read_text(), RECIPE_NAME_LITERALS)]
+    assert found == []

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from analysis.recipes.kim_law import fit_kim
+from analysis.fit.power_law import fit_kim
 
 __all__ = ["fit_points"]
 

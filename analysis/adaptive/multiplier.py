@@ -37,7 +37,7 @@ import numpy as np
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.targets import Estimate, Objective, Summary, Target, satterthwaite, t_width
 from analysis.recipes import data_multiplier as dm
-from analysis.recipes.asymptotes import t_scaled_se
+from analysis.fit.power_law import t_scaled_se
 
 __all__ = ["Multiplier"]
 
@@ -83,14 +83,14 @@ class Multiplier(Target):
                        note=f"data law {self.law.why}{bound}")
 
     def _log_m(self, E: float) -> float:
-        C, B = self.law.C, self.law.B
+        C, B = self.law.E, self.law.B
         if not (E > C and self.L_ref > C and B > 0):
             return math.inf
         return (math.log(self.L_ref - C) - math.log(E - C)) / B
 
     def parts(self, E: float) -> tuple[float, float]:
         """(d log m / dE, Var of log m from the data law alone) at E (module docstring)."""
-        C, B = self.law.C, self.law.B
+        C, B = self.law.E, self.law.B
         lm = self._log_m(E)
         g = np.array([0.0, -lm / B, (1.0 / (E - C) - 1.0 / (self.L_ref - C)) / B])
         g = g[list(self.law.fit.free)]

@@ -63,7 +63,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.recipes.kim_law import MIN_SIZES, SCALE
+from analysis.fit.identified import MIN_SIZES
+from analysis.fit.power_law import SCALE
 from analysis.adaptive.targets import Asymptote, Estimate, Target
 from analysis.adaptive.posterior import Design, Posterior, planning_posterior
 from analysis.adaptive.space import CandidateSpace, Cell

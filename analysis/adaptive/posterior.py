@@ -48,7 +48,8 @@ from scipy import stats
 
 from analysis.adaptive.law import fit_points
 from analysis.adaptive.target_fits import SizePoints
-from analysis.recipes.kim_law import MIN_SIZES, SCALE, jacobian
+from analysis.fit.identified import MIN_SIZES
+from analysis.fit.power_law import SCALE, jacobian
 
 __all__ = ["Design", "Posterior", "planning_posterior"]
 

@@ -41,7 +41,8 @@ from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.adaptive.target_fits import SizePoints, TargetFit, estimate, fit_target
 from analysis.adaptive.targets import Summary, Target
 from analysis.recipes import cells
-from analysis.recipes.kim_law import MIN_SIZES, SCALE
+from analysis.fit.identified import MIN_SIZES
+from analysis.fit.power_law import SCALE
 
 __all__ = ["judge_recipes", "plan_recipes", "recipe_points"]
 

@@ -44,8 +44,8 @@ import polars as pl
 from analysis.adaptive.space import CandidateSpace, Cell
 from analysis.adaptive.targets import Estimate, Summary, Target
 from analysis.recipes import cells
-from analysis.recipes.kim_law import MIN_SIZES
-from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
+from analysis.fit.identified import MIN_SIZES
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
 
 __all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge",
            "settled_sizes", "size_points"]
@@ -139,7 +139,7 @@ class TargetFit:
     """E of the settled sizes as the report gives it (module docstring)."""
 
     n_sizes: int
-    asymptote: RecipeAsymptote | None
+    asymptote: RecipeE | None
     """``recipe_asymptote`` of the settled points; None with fewer than MIN_SIZES of them."""
     level: float
 
@@ -163,14 +163,14 @@ class TargetFit:
     def theta(self) -> tuple[float, float, float] | None:
         """(A, B, E) of the fit (identified or not), or None without one."""
         fit = None if self.asymptote is None else self.asymptote.fit
-        return None if fit is None else (fit.A, fit.B, fit.C)
+        return None if fit is None else (fit.A, fit.B, fit.E)
 
     @property
     def var(self) -> float:
         """Cov_EE of the fit (inf where E is not written)."""
         if not self.identified:
             return math.inf
-        return self.asymptote.fit.se["C"] ** 2
+        return self.asymptote.fit.se["E"] ** 2
 
     @property
     def dof(self) -> int:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from analysis.recipes.kim_law import MIN_SIZES
+from analysis.fit.identified import MIN_SIZES
 from analysis.adaptive.space import CandidateSpace
 from analysis.errors import AnalysisInputError
 

@@ -51,7 +51,7 @@ from analysis.plots.notebook_figures import show
 from analysis.plots.style import legend_outside
 from analysis.plots.plots import plot_isoflop, plot_residuals
 from analysis.tables.published import EPOCH, EPOCH_SE, HOFFMANN, HOFFMANN_EXPONENTS
-from analysis.recipes.asymptotes import compute_optimal
+from analysis.laws.allocation import compute_optimal
 
 data = load_epoch_chinchilla()
 print(data.height, "points after dropping the 5 highest losses")

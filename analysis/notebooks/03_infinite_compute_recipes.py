@@ -59,12 +59,9 @@ from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt
 from analysis.tables.layout import ensemble_evals_file, runs_file
 from analysis.tables.published import KIM
 from analysis.plots.recipes import plot_recipes
-from analysis.recipes.asymptotes import (
-    AsymptoteFit,
-    compare_asymptotes,
-    data_efficiency,
-    joint_asymptote,
-)
+from analysis.fit.power_law import PowerLawFit, joint_asymptote
+from analysis.recipes.data_multiplier import data_efficiency
+from analysis.recipes.infinite_compute import compare_asymptotes
 
 # %% [markdown]
 # ## The sweep's recipes
@@ -102,7 +99,7 @@ else:
 # them against the exponent (~0.23-0.24) and asymptote (~1.89-1.96) the paper reports.
 
 # %%
-def implied_standard_law(ref: float) -> AsymptoteFit:
+def implied_standard_law(ref: float) -> PowerLawFit:
     """The standard recipe's data law whose (B, C) reproduce both published multipliers."""
 
     def gap(C):
@@ -112,7 +109,7 @@ def implied_standard_law(ref: float) -> AsymptoteFit:
     C = brentq(gap, 0.5, 3.1)
     B = np.log((ref - C) / (KIM["regularized_asymptote"] - C)) / np.log(KIM["regularized_multiplier"])
     A = (ref - C) * 0.2097152**B  # L(0.2097B tokens) = ref
-    return AsymptoteFit(A, B, C, np.zeros((3, 3)), np.array([0.2097152]), np.array([ref]))
+    return PowerLawFit(A, B, C, np.zeros((3, 3)), np.array([0.2097152]), np.array([ref]))
 
 
 if not SWEEP:
@@ -120,11 +117,11 @@ if not SWEEP:
     k_inf = np.array(KIM["ensemble_asymptotes_200m"])
     joint = joint_asymptote(N_b, k_inf)
     print(f"PUBLISHED ensemble asymptotes vs N: {joint}  (paper: 0.016/N^1.59 + 3.169 -> 3.17)")
-    print(f"C = {joint.C:.4f} +- {joint.se['C']:.4f} (Gauss-Newton SE; 4 points, 3 parameters: fragile)")
+    print(f"C = {joint.E:.4f} +- {joint.se['E']:.4f} (Gauss-Newton SE; 4 points, 3 parameters: fragile)")
     ref = KIM["standard_reference"]
     std_law = implied_standard_law(ref)
-    print(f"implied standard-recipe data law: B = {std_law.B:.4f}, C = {std_law.C:.4f}")
-    for name, L in (("regularized", 3.43), ("joint (our refit)", joint.C),
+    print(f"implied standard-recipe data law: B = {std_law.B:.4f}, C = {std_law.E:.4f}")
+    for name, L in (("regularized", 3.43), ("joint (our refit)", joint.E),
                     ("distilled ensemble", KIM["distilled_ensemble_student"])):
         print(f"{name:20s} L = {L:.4f}  ->  {float(data_efficiency(std_law, L, ref)):.2f}x data")
     print(compare_asymptotes({

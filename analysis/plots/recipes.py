@@ -1,7 +1,7 @@
 """Kim et al. 2025 Figure 1 style: best loss vs parameters per recipe, for a paper.
 
 Each recipe gets its colour and marker; its A/N^B + C fit (unless unidentified) is drawn
-over the sizes it was fitted on, with a 95% delta-method band (``AsymptoteFit.band``) over
+over the sizes it was fitted on, with a 95% delta-method band (``PowerLawFit.band``) over
 the same range, and its asymptote C as a dashed line in its 95% CI band, only when that
 asymptote is reportable (``infinite_compute.reportable``), with the largest size ringed: the
 point the extrapolation check holds out. A recipe whose loss rises with N gets a dotted line
@@ -16,17 +16,18 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from analysis.fit.power_law import SCALE
 from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
 from analysis.recipes.extrapolation import MIN_REFIT
 from analysis.recipes.infinite_compute import RecipeAnalysis, flag_of, reportable, unidentified
-from analysis.recipes.kim_law import SCALE
+from analysis.recipes.names import ENSEMBLE_K, JOINT
 from analysis.recipes.verdicts import recipe_level
 
 __all__ = ["plot_recipes"]
 
-_FIT_OF = {"ensemble (K->inf)": "ensemble (N,K->inf)"}
+_FIT_OF = {ENSEMBLE_K: JOINT}
 """The per-size K -> inf asymptotes are drawn with the joint (N, K -> inf) fit through them."""
-_LABEL = {"ensemble (K->inf)": "ensemble, K -> inf per size"}
+_LABEL = {ENSEMBLE_K: "ensemble, K -> inf per size"}
 
 
 def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool, bool]:
@@ -48,8 +49,8 @@ def _draw_fit(ax, fit, x: np.ndarray, style: dict[str, str]) -> tuple[bool, bool
     lo, hi = fit.ci()
     one_dof = " (1 residual dof)" if flag_of(fit) else ""
     ax.axhspan(lo, hi, color=style["color"], alpha=0.10, lw=0, zorder=0)
-    ax.axhline(fit.C, ls="--", color=style["color"], lw=1.1, alpha=0.8, zorder=1,
-               label=f"  asymptote C = {fit.C:.3f}, 95% CI band [{lo:.3f}, {hi:.3f}]{one_dof}")
+    ax.axhline(fit.E, ls="--", color=style["color"], lw=1.1, alpha=0.8, zorder=1,
+               label=f"  asymptote C = {fit.E:.3f}, 95% CI band [{lo:.3f}, {hi:.3f}]{one_dof}")
     if fit.x.size - 1 >= MIN_REFIT:  # the check ran (its refit keeps a residual dof)
         ax.plot([x.max()], [fit.y[np.argmax(fit.x)]], "o", ms=13, mfc="none", mec=style["color"],
                 mew=1.2, zorder=4, label="  held out in the extrapolation check")
@@ -146,7 +147,7 @@ def plot_recipes(res: RecipeAnalysis, *, title: str = ""):
         asymptotes += dashed
     if res.ensemble.height:
         kmax = res.ensemble.filter(pl.col("K") == res.ensemble["K"].max())
-        style = style_of("ensemble (K->inf)", 0)
+        style = style_of(ENSEMBLE_K, 0)
         ax.plot(kmax["N"], kmax["loss"], style["marker"], color=style["color"], mfc="none", ms=7,
                 zorder=3, label=f"ensemble K={int(kmax['K'][0])} (observed)")
     _draw_students(ax, res.students)

@@ -18,6 +18,8 @@ if "MPLBACKEND" not in os.environ and "ipykernel" not in sys.modules:
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from analysis.recipes.names import ENSEMBLE_K, REGULARIZED, STANDARD
+
 __all__ = ["LOSS_LABEL", "human", "legend_outside", "log_ticks", "log_x", "plt", "style_of"]
 
 LOSS_LABEL = "val loss (nats/token)"
@@ -25,7 +27,7 @@ LOSS_LABEL = "val loss (nats/token)"
 _PALETTE = ("tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple",
             "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "h", "<", ">")
-_FIXED = {"standard": 0, "regularized": 1, "ensemble (K->inf)": 3}
+_FIXED = {STANDARD: 0, REGULARIZED: 1, ENSEMBLE_K: 3}
 
 
 def human(v: float, _pos=None) -> str:

@@ -22,13 +22,14 @@ Pure polars/numpy: one table, one row per (recipe, U).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import polars as pl
 
+from analysis.fit.identified import MIN_SIZES
 from analysis.recipes.cells import best_cells, size_points
 from analysis.recipes.data_multiplier import DataLaw, data_multiplier
-from analysis.recipes.kim_law import MIN_SIZES
-from analysis.recipes.recipe_asymptote import recipe_asymptote
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
 
 __all__ = ["SCHEMA", "budget_asymptotes", "budget_lines"]
 
@@ -42,11 +43,14 @@ multiplier, m_lo, m_hi (its 95% CI), m_why (no multiplier: the reason)."""
 
 
 def budget_asymptotes(tagged: dict[str, pl.DataFrame], cols: list[str], data_points: pl.DataFrame,
-                      law: DataLaw | str, reference: str) -> pl.DataFrame:
+                      law: DataLaw | str, reference: str,
+                      known: Mapping[tuple[str, float], RecipeE] | None = None) -> pl.DataFrame:
     """One row per (recipe, budget U) of every non-reference recipe with runs at >= 2
     budgets (module docstring). ``tagged``: recipe -> its COMPLETED runs (N, U, loss and the
     cell columns ``cols``); ``data_points``: U, loss (the reference's best per budget);
-    ``law``: the reference's data law, or why there is none."""
+    ``law``: the reference's data law, or why there is none; ``known``: (recipe, U) -> the
+    fit of those best cells already made (the analysis' at its base budget), not refitted."""
+    known = known or {}
     ref_at = dict(zip(data_points["U"].to_list(), data_points["loss"].to_list()))
     ref_runs = tagged.get(reference, pl.DataFrame())
     rows = []
@@ -59,7 +63,7 @@ def budget_asymptotes(tagged: dict[str, pl.DataFrame], cols: list[str], data_poi
             sizes = cells.height
             if sizes < MIN_SIZES:
                 continue
-            asym = recipe_asymptote(size_points(cell_rows))
+            asym = known.get((recipe, float(u))) or recipe_asymptote(size_points(cell_rows))
             ref = float(ref_at.get(u, math.nan))
             m = (math.nan,) * 3
             if asym.why_not is not None:
@@ -69,7 +73,7 @@ def budget_asymptotes(tagged: dict[str, pl.DataFrame], cols: list[str], data_poi
             elif not math.isfinite(ref):
                 m_why = f"no run of the {reference} recipe at U = {u:,.0f}"
             else:
-                mult = data_multiplier(law, asym.E, asym.fit.c_se_t(), ref)
+                mult = data_multiplier(law, asym.E, asym.fit.e_se_t(), ref)
                 m_why = None if mult.identified else mult.why
                 if mult.identified:
                     m = (mult.value, mult.lo, mult.hi)

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.kim_law import SCALE
+from analysis.fit.power_law import SCALE
 
 __all__ = ["LABELS", "SEED_COLUMNS", "SizePoints", "best_cells", "cell_columns", "size_points"]
 

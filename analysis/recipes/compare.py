@@ -76,13 +76,14 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from analysis.fit.bootstrap import check_resamples
 from analysis.errors import AnalysisInputError
+from analysis.fit.bootstrap import check_resamples
 from analysis.fit.fit import FitResult, fit_law
+from analysis.fit.identified import MIN_SIZES
+from analysis.fit.power_law import SCALE
 from analysis.laws.laws import PowerLaw
 from analysis.recipes.cells import size_points
-from analysis.recipes.kim_law import MIN_SIZES, SCALE
-from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_asymptote
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
 from analysis.solvers.levenberg import lm_batched
 
 __all__ = ["MIN_SIZES", "SCALE", "SCHEMES", "RecipeComparison", "compare_recipes", "matched_compute",
@@ -118,7 +119,7 @@ class RecipeComparison:
     """Share of the 2 n_boot refits that met the LM tolerance."""
     samples: np.ndarray = field(repr=False)
     """Delta* per resample (n_boot,)."""
-    asymptotes: tuple[RecipeAsymptote, RecipeAsymptote] | None = None
+    asymptotes: tuple[RecipeE, RecipeE] | None = None
     """Each recipe's E with its interval and why it may not be written
     (``recipe_asymptote``: the report's and next's numbers and judgement)."""
 
@@ -218,11 +219,11 @@ def _check(frame: pl.DataFrame, name: str) -> None:
             raise AnalysisInputError(f"{name}: column {col} must be finite and > 0")
 
 
-def _fit(r: _Runs, start: RecipeAsymptote) -> FitResult:
+def _fit(r: _Runs, start: RecipeE) -> FitResult:
     """The bootstrap's objective at the engine's optimum (``recipe_asymptote``'s fit)."""
     kw = {}  # no engine optimum to start from (an unfitted recipe): fit_law's own starts
-    if start.fit is not None and start.fit.A > 0 and start.fit.C > 0:
-        kw["starts"] = [{"A": start.fit.A, "alpha": start.fit.B, "E": start.fit.C}]
+    if start.fit is not None and start.fit.A > 0 and start.fit.E > 0:
+        kw["starts"] = [{"A": start.fit.A, "alpha": start.fit.B, "E": start.fit.E}]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_law(PowerLaw(), {"N": r.x, "loss": r.loss}, loss="mse", space="linear",

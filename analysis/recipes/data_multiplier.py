@@ -12,7 +12,7 @@ A cancels: m = ((L_ref - C) / (L_new - C))^(1/B).
 
 **Which law** (``choose_data_law``). Over a narrow range of U the floor C is often not
 identified (the fit puts it at its bound 0). Both A / U^B + C (C >= 0) and the pure power law
-A / U^B are fitted by least squares on the loss (``kim_law``; x = U / 1e6), and C is kept only
+A / U^B are fitted by least squares on the loss (``analysis.fit.power_law``; x = U / 1e6), and C is kept only
 when the extra-sum-of-squares F test (Seber & Wild 1989, "Nonlinear Regression", §5.3)
 
     F = (SSE_pure - SSE_floor) / (SSE_floor / (n - 3)),   F ~ F(1, n - 3) under C = 0,
@@ -34,7 +34,7 @@ to yhat + r*, r* drawn with replacement from the centred residuals scaled by sqr
 (p fitted parameters: least-squares residuals are smaller than the errors); in each replicate
 L_new is drawn from N(L_new, se^2) (and L_ref from N(L_ref, L_ref_se^2)). Percentile CI. For
 an asymptote fitted to a few sizes the callers pass its standard error widened for its
-Student-t interval (``asymptotes.t_scaled_se``), so the drawn E spans the interval the report
+Student-t interval (``power_law.t_scaled_se``), so the drawn E spans the interval the report
 prints for it; with the plain standard error the multiplier's interval covered a known
 multiplier in 84% of synthetic studies instead of E's own 90% (tests/analysis/test_budgets.py). The
 law's choice is not redone per replicate (the CI is conditional on it).
@@ -52,11 +52,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis import AnalysisInputError
-from analysis.recipes.kim_law import LawFit, fit_kim, profile_fit
+from analysis.errors import AnalysisInputError
+from analysis.fit.power_law import PowerLawFit, fit_kim, profile_fit
 
 __all__ = ["ALPHA", "MAX_MULTIPLIER", "DataLaw", "Multiplier", "choose_data_law",
-           "data_multiplier"]
+           "data_efficiency", "data_multiplier", "effective_data"]
 
 ALPHA = 0.05
 """Level of the F test that keeps the floor C."""
@@ -68,9 +68,9 @@ MAX_MULTIPLIER = 1e6
 class DataLaw:
     """The standard recipe's loss against unique tokens, with the form the data support."""
 
-    fit: LawFit  # the chosen fit: ``floor`` or ``pure``
-    floor_fit: LawFit  # A / U^B + C, C >= 0
-    pure_fit: LawFit  # A / U^B
+    fit: PowerLawFit  # the chosen fit: ``floor`` or ``pure``
+    floor_fit: PowerLawFit  # A / U^B + C, C >= 0
+    pure_fit: PowerLawFit  # A / U^B
     F: float  # extra-sum-of-squares statistic for C (nan with 3 points: no test)
     p_value: float  # P(F(1, n - 3) >= F); 1.0 when C is at its bound
     alpha: float  # the test's level
@@ -90,14 +90,26 @@ class DataLaw:
         return self.fit.B
 
     @property
-    def C(self) -> float:
+    def E(self) -> float:
+        """The floor (the texts' C; 0.0 for the pure law)."""
         return self.fit.E
 
     def effective_data(self, loss) -> np.ndarray:
-        """D_eff(L) = (A / (L - C))^(1/B) in the law's units (U / 1e6); nan where L <= C."""
-        L = np.asarray(loss, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return np.where(L > self.C, (self.A / (L - self.C)) ** (1.0 / self.B), np.nan)
+        """D_eff(L) in the law's units (U / 1e6) (``effective_data``)."""
+        return effective_data(self.fit, loss)
+
+
+def effective_data(fit: PowerLawFit, loss) -> np.ndarray:
+    """D_eff(L) = (A / (L - E))^(1/B): data the fitted recipe needs to reach L (nan if L <= E)."""
+    L = np.asarray(loss, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(L > fit.E, (fit.A / (L - fit.E)) ** (1.0 / fit.B), np.nan)
+
+
+def data_efficiency(fit: PowerLawFit, loss_new, loss_ref) -> np.ndarray:
+    """How many times more data the fitted (reference) recipe needs to match ``loss_new``
+    than to reach ``loss_ref``: D_eff(L_new) / D_eff(L_ref). A does not enter."""
+    return effective_data(fit, loss_new) / effective_data(fit, loss_ref)
 
 
 def choose_data_law(u, y, *, alpha: float = ALPHA) -> DataLaw:
@@ -136,8 +148,8 @@ def choose_data_law(u, y, *, alpha: float = ALPHA) -> DataLaw:
         why = (f"A/U^B + C: the floor C = {full.E:.4g} is supported (F = {F:.3g} on (1, {dof}) "
                f"dof, p = {p:.2g} < {alpha:g})")
     elif full.E <= 0 or gain == 0:
-        why = (f"A/U^B (no floor C): the 3-parameter fit puts C at its bound 0 (F = 0, "
-               f"p = 1)")
+        why = ("A/U^B (no floor C): the 3-parameter fit puts C at its bound 0 (F = 0, "
+               "p = 1)")
     else:
         why = (f"A/U^B (no floor C): a floor C = {full.E:.4g} is not supported (F = {F:.3g} on "
                f"(1, {dof}) dof, p = {p:.2g} >= {alpha:g})")
@@ -224,7 +236,7 @@ def data_multiplier(law: DataLaw, L_new: float, L_new_se: float, L_ref: float, *
                                f"C = {C:.4f}: no amount of data reaches it under this law"),
                           **base)
     rng = np.random.default_rng(seed)
-    n, p = fit.n, fit.p
+    n, p = fit.n, fit.n_free
     yhat = fit.predict(fit.x)  # (n,)
     r = fit.residuals()
     r = (r - r.mean()) * np.sqrt(n / (n - p))  # (n,)

@@ -41,7 +41,8 @@ import polars as pl
 from scipy import stats
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.infinite_compute import SEED_MEAN, RecipeAnalysis
+from analysis.recipes.infinite_compute import RecipeAnalysis
+from analysis.recipes.names import SEED_MEAN
 
 __all__ = ["LEVEL", "ShareCI", "share_ci", "share_lines", "student_shares"]
 

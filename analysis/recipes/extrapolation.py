@@ -30,8 +30,8 @@ import numpy as np
 from scipy import stats
 
 from analysis import AnalysisInputError
+from analysis.fit.power_law import SCALE, fit_kim
 from analysis.fit.prediction import HeldOutSummary, count_label
-from analysis.recipes.kim_law import SCALE, fit_kim
 
 __all__ = ["MIN_POINTS_K2", "MIN_REFIT", "count_label", "Coverage", "HeldOutPoint", "HoldoutCheck", "holdout_check",
            "holdout_coverage", "holdout_largest", "simulate_study"]

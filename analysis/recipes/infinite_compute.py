@@ -5,16 +5,16 @@ column (``extra.recipe``), else the block layout of ``sweeps/200M_tokens.yaml`` 
 ``sweeps/tiny_infinite_compute.yaml`` (blocks ``tuned``, ``data``, ``ensemble``,
 ``distill-ensemble``, ``self-distill``). It computes:
 
-- per recipe, e.g. **standard** (wd = ``ref_wd``; epochs tuned) and **regularized** (wd
-  and epochs tuned): the best loss per N at the base budget U0 (the budget most recipe
+- per recipe, e.g. **standard** (wd = ``ref_wd``, ``names.REF_WD``; epochs tuned) and **regularized** (wd
+  and epochs tuned): the best loss per N at the base budget U0 (``names.base_budget``: the budget most recipe
   runs share), fitted as A/N^B + C
-  (``analysis.recipes.asymptotes.fit_asymptote``, Kim's plain least squares; N in millions here, which
+  (``analysis.fit.power_law.fit_asymptote``, Kim's plain least squares; N in millions here, which
   rescales A only) -> the N -> inf asymptote C with a t-interval from the Gauss-Newton covariance.
-- **regularized, mean of seeds**: where an ensemble's members are seeds of the regularized
+- **the regularized recipe's seed mean** (``names.SEED_MEAN``): where an ensemble's members are seeds of the regularized
   recipe's best cell at N (member 0 is that run), the mean over them replaces the single
   best run, and is fitted the same way (``_seed_means``).
 - **ensembles** (``<sweep>/ensembles/evals.parquet``, logit averaging): per N, loss vs K as
-  A/K + C (``recipes.ensemble_asymptote``: B = 1, the ensemble's variance term), then those
+  A/K + C (``power_law.ensemble_asymptote``: B = 1, the ensemble's variance term), then those
   K -> inf asymptotes vs N as A/N^B + C: the joint N, K -> inf limit.
 - **distillation**: the students' losses, against the single model of their size and its
   teacher ensemble ("share of the ensembling gain kept").
@@ -45,23 +45,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analysis.tables.ensemble_groups import pick_groups
 from analysis.errors import AnalysisInputError
-from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
-from analysis.tables.runs import drop_stale
+from analysis.fit.identified import (
+    MIN_SIZES,
+    MIN_SIZES_E,
+    min_sizes,
+    min_sizes_e,
+    one_dof_flag,
+    unidentified,
+)
+from analysis.fit.power_law import SCALE, PowerLawFit, ensemble_asymptote, fit_asymptote
 from analysis.recipes.budgets import SCHEMA as BUDGET_SCHEMA
 from analysis.recipes.budgets import budget_asymptotes
-from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.cells import best_cells, cell_columns, size_points
-from analysis.recipes.kim_law import MIN_SIZES, MIN_SIZES_E, SCALE, min_sizes, min_sizes_e, one_dof_flag
-from analysis.recipes.recipe_asymptote import recipe_asymptote, unidentified
+from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
+from analysis.recipes.names import ENSEMBLE_K, JOINT, REF_WD, SEED_MEAN, SEED_MEAN_OF, base_budget
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
 from analysis.recipes.replicates import NONE, Replicates, find_replicates
-from analysis.recipes.asymptotes import (
-    AsymptoteFit,
-    compare_asymptotes,
-    ensemble_asymptote,
-    fit_asymptote,
-)
+from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
+from analysis.tables.ensemble_groups import pick_groups
+from analysis.tables.runs import drop_stale
 
 __all__ = [
     "MIN_POINTS",
@@ -69,6 +72,7 @@ __all__ = [
     "Blocks",
     "RecipeAnalysis",
     "analyze",
+    "compare_asymptotes",
     "ensemble_beats_members",
     "flag_of",
     "reportable",
@@ -77,11 +81,11 @@ __all__ = [
 
 MIN_POINTS = MIN_SIZES
 """Points a 3-parameter fit needs before a multiplier from its asymptote is written:
-``kim_law.MIN_SIZES`` (two residual degrees of freedom; the reason is written there). A fit
-with B fixed (A/K + C) needs ``kim_law.min_sizes(2)``."""
+``identified.MIN_SIZES`` (two residual degrees of freedom; the reason is written there). A fit
+with B fixed (A/K + C) needs ``identified.min_sizes(2)``."""
 MIN_POINTS_E = MIN_SIZES_E
 """Points before an asymptote itself is written: one residual degree of freedom, flagged
-(``kim_law.one_dof_flag``); ``kim_law.MIN_SIZES_E``."""
+(``identified.one_dof_flag``); ``identified.MIN_SIZES_E``."""
 
 
 @dataclass(frozen=True)
@@ -100,16 +104,16 @@ class RecipeAnalysis:
     """The base unique-token budget (the tuned block's)."""
     best_per_n: pl.DataFrame
     """recipe, N, loss, name (the run achieving the best loss at that N)."""
-    fits: dict[str, AsymptoteFit | None]
-    """'standard', 'regularized', 'ensemble (K->inf)' fits vs N (x = N / 1e6)."""
+    fits: dict[str, PowerLawFit | None]
+    """Each recipe's fit vs N (x = N / 1e6; ``names``: the recipes, ``SEED_MEAN``, ``JOINT``)."""
     ensemble: pl.DataFrame
     """N, K, loss (logit averaging), plus the members' own losses (K = 1 rows per member)."""
-    k_fits: dict[int, AsymptoteFit | None]
+    k_fits: dict[int, PowerLawFit | None]
     members: pl.DataFrame
     """N, member, loss: each member alone."""
     data_points: pl.DataFrame
     """U, loss, name: the standard recipe's best loss per budget."""
-    data_fit: AsymptoteFit | None
+    data_fit: PowerLawFit | None
     ref_loss: float
     students: pl.DataFrame
     asymptotes: pl.DataFrame
@@ -127,6 +131,10 @@ class RecipeAnalysis:
     cell_rows: dict[str, pl.DataFrame] = field(default_factory=dict)
     """Recipe -> the runs of its best cell per N at U0 (N, loss, seed, flops; ``cells``):
     the rows ``scalelab compare`` compares, for the verdicts' paired bootstrap."""
+    judged: dict[str, RecipeE] = field(default_factory=dict)
+    """Recipe -> its fit at U0 and whether its E may be written (``recipe_asymptote``): the
+    one fit of those points, which the verdicts and the multipliers read (``fits`` holds the
+    same fit objects)."""
     replicates: Replicates = NONE
     """The sweep's replicate seeds and the SD of one run's loss (``replicates``)."""
     budgets: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=BUDGET_SCHEMA))
@@ -134,7 +142,7 @@ class RecipeAnalysis:
     runs of enough sizes, when it has runs at >= 2 budgets (``budgets.budget_asymptotes``)."""
 
 
-def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> AsymptoteFit | None:
+def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> PowerLawFit | None:
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.size < 3:
         notes.append(f"{what}: {x.size} point(s), need >= 3 for A/x^B + C; not fitted")
@@ -162,7 +170,7 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str], run_ids: pl
     (one ensemble group per N: ``analysis.tables.ensemble_groups``)."""
     ens = pl.DataFrame(schema={"N": pl.Float64, "K": pl.Int64, "loss": pl.Float64})
     members = pl.DataFrame(schema={"N": pl.Float64, "member": pl.Int64, "loss": pl.Float64})
-    k_fits: dict[int, AsymptoteFit | None] = {}
+    k_fits: dict[int, PowerLawFit | None] = {}
     k_asym: list[tuple[float, float]] = []
     if ensembles is None or not ensembles.height:
         notes.append("no ensemble evals (run `scalelab ensemble SWEEP`)")
@@ -175,16 +183,12 @@ def _ensemble_part(ensembles: pl.DataFrame | None, notes: list[str], run_ids: pl
     for (n,), sub in ens.group_by("N", maintain_order=True):
         k_fits[int(n)] = f = _fit(sub["K"], sub["loss"], notes, f"ensemble of N={int(n)} vs K", ensemble_asymptote)
         if (why := unidentified(f)) is None:
-            k_asym.append((n, f.C))
+            k_asym.append((n, f.E))
         else:
             notes.append(f"ensemble of N={int(n):,} vs K: {why}; left out of the joint N, K fit")
     return ens, members, k_fits, k_asym
 
 
-SEED_MEAN_OF = "regularized"
-"""The recipe whose best run per size is re-estimated as the mean over that cell's seeds."""
-SEED_MEAN = "regularized, mean of seeds"
-"""The name of that re-estimate (a recipe of ``best_per_n`` and a key of ``fits``)."""
 SAME_RUN_TOL = 1e-5
 """Member 0 is the best run when their losses agree this closely: the ensemble evaluator
 re-evaluates it and agrees to ~1e-6 (float32 sums in another order)."""
@@ -240,7 +244,7 @@ def _multipliers(cand: list[tuple[str, float, float]], law: DataLaw | str,
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd: float = 0.1,
+def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd: float = REF_WD,
             blocks: Blocks = Blocks(), loss: str = "final_loss",
             recipes: Mapping[str, Sequence[str]] | None = None,
             reference: str | None = None) -> RecipeAnalysis:
@@ -266,24 +270,23 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     if every.height == 0:
         raise AnalysisInputError(f"no COMPLETED run with a finite {loss} in any recipe "
                                  f"({', '.join(tagged)}; from {rows.source})")
-    U0 = float(every["U"].mode().sort()[-1])
+    U0 = base_budget(every["U"])
     at_u0 = {name: f.filter(pl.col("U") == U0) for name, f in tagged.items()}
     # Per N the best cell by its mean loss over seeds, weighted by its seed count: the one
     # rule of the report, compare and next (``cells``), fitted by ``recipe_asymptote``.
     cols = cell_columns(done)
-    best_parts, fits, cell_rows_of = [], {}, {}
+    best_parts, fits, cell_rows_of, judged = [], {}, {}, {}
     for recipe, frame in at_u0.items():
         cell_rows, cells = best_cells(frame, cols)
         cell_rows_of[recipe] = cell_rows
         best_parts.append(cells.select("N", pl.col("mean").alias("loss"),
                                        (pl.col("name") if "name" in cells.columns else pl.lit("")).alias("name"),
                                        pl.lit(recipe).alias("recipe")))
+        judged[recipe] = recipe_asymptote(size_points(cell_rows))  # the one fit of its points
+        fits[recipe] = judged[recipe].fit
         if cells.height < 3:
             notes.append(f"{recipe} vs N: {cells.height} point(s), need >= 3 for A/x^B + C; not fitted")
-            fits[recipe] = None
-            continue
-        fits[recipe] = recipe_asymptote(size_points(cell_rows)).fit
-        if fits[recipe] is None:
+        elif fits[recipe] is None:
             notes.append(f"{recipe} vs N: fit failed")
     best = pl.concat(best_parts)
     ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, runs["run_id"] if "run_id" in runs.columns else None)
@@ -292,11 +295,11 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         best = pl.concat([best, means.select(best.columns)])
     if len(k_asym) >= 3:
         n_arr, c_arr = np.array(k_asym).T
-        fits["ensemble (N,K->inf)"] = _fit(n_arr / SCALE, c_arr, notes, "ensemble asymptotes vs N")
+        fits[JOINT] = _fit(n_arr / SCALE, c_arr, notes, "ensemble asymptotes vs N")
     if k_asym:
         best = pl.concat([best, pl.DataFrame({"N": [a for a, _ in k_asym], "loss": [c for _, c in k_asym],
                                               "name": ["K->inf fit"] * len(k_asym),
-                                              "recipe": ["ensemble (K->inf)"] * len(k_asym)})
+                                              "recipe": [ENSEMBLE_K] * len(k_asym)})
                           .with_columns(pl.col("N").cast(pl.Float64))])
 
     # Distilled students (by block).
@@ -342,24 +345,25 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
             cand.append((f"{row['block']} student{at}{seeds}", float(row["loss"]), 0.0))
     for name, fit in fits.items():
         if fit is not None and reportable(fit, min_dof=2) is None:
-            cand.append((f"{name} asymptote", fit.C, fit.c_se_t()))
+            cand.append((f"{name} asymptote", fit.E, fit.e_se_t()))
     multipliers = _multipliers(cand, data_law, ref_loss)
-    budgets = budget_asymptotes(tagged, cols, data_points, data_law, ref_name)
+    budgets = budget_asymptotes(tagged, cols, data_points, data_law, ref_name,
+                                known={(name, U0): j for name, j in judged.items()})
     return RecipeAnalysis(U0, best, fits, ens, k_fits, members, data_points, data_fit, ref_loss,
                           students, asymptotes, multipliers, notes, reference=ref_name,
                           data_law=None if isinstance(data_law, str) else data_law,
                           recipe_source=rows.source, has_ensembles=ensembles is not None,
-                          cell_rows=cell_rows_of,
+                          cell_rows=cell_rows_of, judged=judged,
                           replicates=find_replicates(runs, ensembles, loss=loss),
                           budgets=budgets)
 
 
-def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = None, *,
+def reportable(fit: PowerLawFit | None, what: str = "points", n: int | None = None, *,
                min_dof: int = 1) -> str | None:
     """Why a fit's asymptote may not be written as a number (None: it may): fewer than
     n_free + ``min_dof`` ``what`` (``n``, else the fit's own count), not fitted, no finite
     interval, or not identified. ``min_dof`` 1: E itself, flagged on one residual degree of
-    freedom (``kim_law.one_dof_flag``); 2: what is built on E (a multiplier)."""
+    freedom (``identified.one_dof_flag``); 2: what is built on E (a multiplier)."""
     count = n if n is not None else (fit.x.size if fit is not None else None)
     need = ((min_sizes_e(fit.n_free) if min_dof <= 1 else min_sizes(fit.n_free))
             if fit is not None else (MIN_POINTS_E if min_dof <= 1 else MIN_POINTS))
@@ -375,8 +379,8 @@ def reportable(fit: AsymptoteFit | None, what: str = "points", n: int | None = N
     return None
 
 
-def flag_of(fit: AsymptoteFit | None) -> str | None:
-    """What to say beside a written asymptote (``kim_law.one_dof_flag``), or None."""
+def flag_of(fit: PowerLawFit | None) -> str | None:
+    """What to say beside a written asymptote (``identified.one_dof_flag``), or None."""
     return None if fit is None else one_dof_flag(int(fit.x.size), fit.n_free)
 
 
@@ -392,3 +396,33 @@ def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:
                 parts.append(f"K={k}: {'yes' if margin > 0 else 'NO'} ({margin:+.4f})")
         out.append(f"N={int(n):,}: " + ", ".join(parts))
     return out
+
+
+def compare_asymptotes(fits: Mapping[str, object], level: float = 0.95) -> pl.DataFrame:
+    """Table recipe | asymptote | se | lo | hi | method, best first.
+
+    Values: an ``PowerLawFit`` (Gauss-Newton covariance, t interval), a pair
+    (FitResult, BootstrapResult) (the asymptote E, bootstrap SE and percentile CI), or a
+    bare number (published value, no interval).
+    """
+    from analysis.fit.bootstrap import BootstrapResult
+    from analysis.fit.fit import FitResult
+
+    rows = []
+    for name, item in fits.items():
+        if isinstance(item, PowerLawFit):
+            lo, hi = item.ci(level)
+            rows.append((name, item.E, item.se["E"], lo, hi, "Gauss-Newton covariance"))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], FitResult):
+            fit, boot = item
+            if not isinstance(boot, BootstrapResult):
+                raise AnalysisInputError(f"{name}: expected (FitResult, BootstrapResult)")
+            lo, hi = boot.ci(level)["E"]
+            rows.append((name, fit.params["E"], boot.se["E"], lo, hi, f"bootstrap n={boot.n}"))
+        elif isinstance(item, (int, float)):
+            rows.append((name, float(item), None, None, None, "published"))
+        else:
+            raise AnalysisInputError(f"{name}: cannot read an asymptote from {type(item).__name__}")
+    return pl.DataFrame(
+        rows, schema=["recipe", "asymptote", "se", "lo", "hi", "method"], orient="row"
+    ).sort("asymptote")

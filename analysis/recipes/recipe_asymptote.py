@@ -3,12 +3,12 @@ judgement: what ``scalelab report``, ``scalelab compare`` and ``scalelab next`` 
 
 Kim et al. 2025 (arXiv 2509.14786): L(x) = A / x^B + E over a recipe's points (one per
 size: the best cell's seed mean, weight m, ``cells.size_points``), fitted by the one engine
-of this law (``kim_law.fit_kim`` through ``asymptotes.fit_asymptote``). The interval is the
+of this law (``analysis.fit.power_law.fit_asymptote``). The interval is the
 Wald/t interval of nonlinear least squares (Seber & Wild 1989, "Nonlinear Regression",
 ch. 5): E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1. E and its interval
-are written from ``kim_law.MIN_SIZES_E`` (4) sizes on, flagged (``flag``) while they rest on
+are written from ``identified.MIN_SIZES_E`` (4) sizes on, flagged (``flag``) while they rest on
 one residual degree of freedom; decisions that went wrong on 4 sizes keep
-``kim_law.MIN_SIZES`` (5; the reasons are written there). E is a number only when
+``identified.MIN_SIZES`` (5; the reasons are written there). E is a number only when
 ``analysis.fit.identified.why_not_identified`` finds nothing against it.
 """
 
@@ -21,34 +21,49 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.fit.identified import why_not_identified
-from analysis.recipes.asymptotes import AsymptoteFit, fit_asymptote
+from analysis.fit.identified import min_sizes_e, one_dof_flag, unidentified
+from analysis.fit.power_law import PowerLawFit, fit_asymptote
 from analysis.recipes.cells import SizePoints, best_cells, cell_columns, size_points
-from analysis.recipes.kim_law import min_sizes_e, one_dof_flag
 from analysis.recipes.rows import find_recipes
 
-__all__ = ["RecipeAsymptote", "RecipeLaw", "recipe_asymptote", "recipe_laws", "unidentified"]
+__all__ = ["RecipeE", "RecipeLaw", "recipe_asymptote", "recipe_laws"]
 
 
 @dataclass(frozen=True)
-class RecipeAsymptote:
-    """E of a recipe's points, its interval and why it may not be written."""
+class RecipeE:
+    """Whether a recipe's fit may be written: the fit (its E, interval and parameters are the
+    fit's own, ``PowerLawFit``) and the report's judgement of it."""
 
-    fit: AsymptoteFit | None
+    fit: PowerLawFit | None
     """The fit (None: fewer than 3 sizes or the fit failed)."""
-    E: float
-    """The asymptote (nan without a fit)."""
-    lo: float
-    """Lower end of the interval at ``level`` (nan without an interval)."""
-    hi: float
-    """Upper end (nan without an interval)."""
     why_not: str | None
     """Why E is not written as a number (too few sizes, no interval, not identified), or
     None: E and (lo, hi) may be reported."""
     level: float = 0.95
     flag: str | None = None
     """Said beside E when it may be written but rests on little: one residual degree of
-    freedom (``kim_law.one_dof_flag``)."""
+    freedom (``identified.one_dof_flag``)."""
+
+    @property
+    def E(self) -> float:
+        """The asymptote (nan without a fit)."""
+        return math.nan if self.fit is None else self.fit.E
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """E's interval at ``level`` (nan without one)."""
+        if self.fit is None or not self.fit.has_ci:
+            return (math.nan, math.nan)
+        lo, hi = self.fit.ci(self.level)
+        return float(lo), float(hi)
+
+    @property
+    def lo(self) -> float:
+        return self.interval[0]
+
+    @property
+    def hi(self) -> float:
+        return self.interval[1]
 
     @property
     def n(self) -> int:
@@ -56,39 +71,34 @@ class RecipeAsymptote:
         return 0 if self.fit is None else int(self.fit.x.size)
 
 
-def unidentified(fit: AsymptoteFit | None) -> str | None:
-    """Why C of a fit is not a limit of the data, or None (``analysis.fit.identified``)."""
-    if fit is None:
-        return "not fitted"
-    half = None
-    if fit.x.size > fit.n_free:  # else there is no interval
-        lo, hi = fit.ci()
-        half = (hi - lo) / 2 if np.isfinite(hi - lo) else math.inf
-    return why_not_identified(fit.B, fit.C, fit.x, fit.y, fit(fit.x), c_halfwidth=half,
-                              n_free=fit.n_free)
-
-
-def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeAsymptote:
-    """E, its ``level`` interval and the reason it may not be written (module docstring)."""
-    nan = math.nan
+def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeE:
+    """The fit of a recipe's points and the reason its E may not be written (module
+    docstring)."""
     need = min_sizes_e(3)
     if points.n < 3:
-        return RecipeAsymptote(None, nan, nan, nan, f"{points.n} sizes, need >= {need}", level)
+        return RecipeE(None, f"{points.n} sizes, need >= {need}", level)
     try:
         fit = fit_asymptote(points.x, points.y, w=points.m)
     except AnalysisInputError as err:
-        return RecipeAsymptote(None, nan, nan, nan, f"not fitted ({err})", level)
-    lo, hi = fit.ci(level) if fit.has_ci else (nan, nan)
-    if points.n < need:
-        why = f"{points.n} sizes, need >= {need}"
+        return RecipeE(None, f"not fitted ({err})", level)
+    return judge(fit, points.n, level)
+
+
+def judge(fit: PowerLawFit, n: int, level: float = 0.95) -> RecipeE:
+    """The report's judgement of a fit on ``n`` sizes: too few sizes, no finite interval, not
+    identified (``identified.unidentified``), else written, flagged on one residual dof."""
+    need = min_sizes_e(3)
+    lo, hi = fit.ci(level) if fit.has_ci else (math.nan, math.nan)
+    if n < need:
+        why = f"{n} sizes, need >= {need}"
     elif not (np.isfinite(lo) and np.isfinite(hi)):
         why = "no finite interval (the fit's covariance is degenerate)"
     elif w := unidentified(fit):
         why = f"not identified: {w}"
     else:
         why = None
-    flag = one_dof_flag(points.n, fit.n_free, level) if why is None else None
-    return RecipeAsymptote(fit, fit.C, float(lo), float(hi), why, level, flag)
+    flag = one_dof_flag(n, fit.n_free, level) if why is None else None
+    return RecipeE(fit, why, level, flag)
 
 
 _ALL = "all runs"
@@ -100,7 +110,7 @@ class RecipeLaw:
 
     label: str
     runs: pl.DataFrame
-    asymptote: RecipeAsymptote
+    asymptote: RecipeE
 
 
 def recipe_laws(data: pl.DataFrame, level: float = 0.95) -> tuple[list[RecipeLaw], str]:

@@ -17,7 +17,7 @@ docs/calibration.md). Replicates are runs that differ only by their seed:
    columns unset, so rule 1 alone cannot see it).
 
 Only COMPLETED runs of the current spec (``tables.runs.drop_stale``) with a finite loss > 0
-count, each run once. sigma = ``verdict.replicate_sigma`` over the groups (pooled
+count, each run once. sigma = ``replicate_sigma`` over the groups (pooled
 within-group SD, sum of (m_g - 1) degrees of freedom).
 
 Why this and not the earlier sources. The report took sigma from the ensemble evals' member
@@ -35,16 +35,17 @@ Pure polars/numpy: frames in, numbers out.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from analysis.errors import AnalysisInputError
 from analysis.recipes.cells import cell_columns
-from analysis.recipes.verdict import replicate_sigma
 from analysis.tables.runs import drop_stale
 
-__all__ = ["Replicates", "find_replicates"]
+__all__ = ["Replicates", "find_replicates", "replicate_sigma", "scatter_sigma"]
 
 _SAME_RUN_KEYS = ("N", "D_unique", "D_total")
 """Columns every member of an ensemble must share to be taken as seeds of one cell."""
@@ -142,3 +143,33 @@ def find_replicates(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *
     seeds = int(sum(g.size for g in groups))
     return Replicates(replicate_sigma(groups), seeds, len(groups), seeds - len(groups))
 
+
+def replicate_sigma(groups: Sequence[Sequence[float]]) -> float:
+    """Pooled within-size SD of one run's loss from replicate seeds: groups of losses, one
+    group per size (or per any setting the seeds share). sqrt(SUM_g SUM_i (y_gi - ybar_g)^2 /
+    SUM_g (m_g - 1)); groups of one seed carry no information. The SD of a mean of m seeds is
+    this / sqrt(m)."""
+    ss, dof = 0.0, 0
+    for g in groups:
+        v = np.asarray(g, dtype=float)
+        if v.size >= 2:
+            ss += float(np.sum((v - v.mean()) ** 2))
+            dof += v.size - 1
+    if dof == 0:
+        raise AnalysisInputError("replicate_sigma needs a size with >= 2 seeds")
+    return float(np.sqrt(ss / dof))
+
+
+def scatter_sigma(n, loss) -> float:
+    """SD of one loss from the scatter around a smooth curve when there are no replicate
+    seeds: the residual SD of a quadratic in log N (it follows a U-shaped curve, which a power
+    law does not), sqrt(SSE / (n - 3)); needs >= 4 sizes. It also absorbs any misfit of the
+    quadratic, so it errs large (a conservative verdict)."""
+    n = np.asarray(n, dtype=float)
+    y = np.asarray(loss, dtype=float)
+    if n.size < 4 or np.unique(n).size < 3:
+        raise AnalysisInputError(f"scatter_sigma needs >= 4 points at >= 3 sizes, got {n.size}")
+    t = np.log(n)
+    X = np.stack([np.ones_like(t), t - t.mean(), (t - t.mean()) ** 2], axis=1)  # (n, 3)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    return float(np.sqrt(np.sum((y - X @ coef) ** 2) / (n.size - 3)))

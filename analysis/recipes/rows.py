@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.recipes.names import REF_WD, REGULARIZED, STANDARD
 from analysis.tables.select import parse_where
 
 __all__ = ["ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
@@ -141,7 +142,7 @@ budgets of the reference recipe, ensemble members, distilled students."""
 
 
 def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,
-                 ref_wd: float = 0.1, tuned_block: str = "tuned",
+                 ref_wd: float = REF_WD, tuned_block: str = "tuned",
                  role_blocks: Sequence[str] = ROLE_BLOCKS) -> RecipeRows:
     """The recipes of ``runs`` (see the module docstring); raises AnalysisInputError with
     what is missing when none can be found."""
@@ -153,7 +154,7 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     layout = in_tuned.height > 0 and ("recipe" not in runs.columns or in_tuned["recipe"].null_count() == in_tuned.height)
     if "recipe" in runs.columns and not layout:
         names = sorted((v for v in runs["recipe"].drop_nulls().unique().to_list() if v != ""),
-                       key=lambda v: (v != "standard", v))  # the usual reference first
+                       key=lambda v: (v != STANDARD, v))  # the usual reference first
         if names:
             return RecipeRows({n: pl.col("recipe") == n for n in names}, "the runs' `recipe` column (extra.recipe)")
     if in_tuned.height:  # Kim's layout; students and ensembles are found by their blocks
@@ -161,7 +162,7 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
             ref = (pl.col("optim.weight_decay").cast(pl.Float64) - ref_wd).abs() <= 1e-12 * max(ref_wd, 1.0)
         else:
             ref = pl.lit(True)
-        return RecipeRows({"standard": tuned & ref, "regularized": tuned},
+        return RecipeRows({STANDARD: tuned & ref, REGULARIZED: tuned},
                           f"blocks '{tuned_block}', '{tuned_block}-*' (standard: weight decay {ref_wd:g}; "
                           "regularized: best over wd)")
     blocks = (sorted(b for b in runs["block"].drop_nulls().unique().to_list() if b not in role_blocks)
@@ -182,5 +183,5 @@ def reference_recipe(rows: RecipeRows, wanted: str | None = None) -> str:
         if wanted not in names:
             raise AnalysisInputError(f"reference recipe '{wanted}' is not one of {names}")
         return wanted
-    return "standard" if "standard" in names else names[0]
+    return STANDARD if STANDARD in names else names[0]
 

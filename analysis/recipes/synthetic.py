@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from analysis.laws.allocation import compute_optimal
 from analysis.laws.laws import Chinchilla, DataConstrained
 from analysis.tables.published import HOFFMANN, MUENNIGHOFF
-from analysis.recipes.asymptotes import compute_optimal
 
 __all__ = ["synthetic_isoflop_runs", "synthetic_runs"]
 

@@ -8,9 +8,9 @@ A law that is not identified has no extrapolation to check and gets no line.
 
 from __future__ import annotations
 
+from analysis.fit.power_law import SCALE
 from analysis.recipes.extrapolation import MIN_POINTS_K2, holdout_check
 from analysis.recipes.infinite_compute import RecipeAnalysis, unidentified
-from analysis.recipes.kim_law import SCALE
 
 __all__ = ["holdout_lines"]
 

@@ -21,8 +21,11 @@ from pathlib import Path
 import polars as pl
 
 from analysis.atomic import write_text_atomic
-from analysis.recipes.distill_share import share_lines
 from analysis.errors import AnalysisInputError
+from analysis.fit.power_law import PowerLawFit
+from analysis.progress import Reporter, Sections, progress_fn
+from analysis.recipes.budgets import budget_lines
+from analysis.recipes.distill_share import share_lines
 from analysis.recipes.infinite_compute import (
     MIN_POINTS,
     RecipeAnalysis,
@@ -31,10 +34,9 @@ from analysis.recipes.infinite_compute import (
     flag_of,
     reportable,
 )
-from analysis.progress import Reporter, Sections, progress_fn
-from analysis.recipes.budgets import budget_lines
-from analysis.report.holdout_lines import holdout_lines
+from analysis.recipes.names import ENSEMBLE_K, JOINT, REF_WD
 from analysis.recipes.verdicts import RULE, verdict_lines
+from analysis.report.holdout_lines import holdout_lines
 from analysis.tables.layout import (
     ENSEMBLE_EVALS_FILE,
     ENSEMBLES_FOLDER,
@@ -44,7 +46,6 @@ from analysis.tables.layout import (
     RUNS_FILE,
 )
 from analysis.tables.safe_parquet import read_sweep_parquet
-from analysis.recipes.asymptotes import AsymptoteFit
 
 __all__ = ["section_status", "write_infinite_compute_report", "write_missing_report"]
 
@@ -68,13 +69,13 @@ def _md(df: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _asymptote(name: str, fit: AsymptoteFit | None, unit: str, what: str, n: int | None = None) -> str:
+def _asymptote(name: str, fit: PowerLawFit | None, unit: str, what: str, n: int | None = None) -> str:
     """One line: the law, its asymptote and 95% CI, or why none is written."""
     if why := reportable(fit, what, n):
         return f"{name}: {why}"
     lo, hi = fit.ci()
     flag = f" ({f})" if (f := flag_of(fit)) else ""
-    return (f"{name}: L = {fit.A:.4g}/({unit})^{fit.B:.4g} + {fit.C:.4f}; asymptote {fit.C:.4f}, "
+    return (f"{name}: L = {fit.A:.4g}/({unit})^{fit.B:.4g} + {fit.E:.4f}; asymptote {fit.E:.4f}, "
             f"95% CI [{lo:.4f}, {hi:.4f}]{flag}; R^2 = {fit.r2:.3f}")
 
 
@@ -85,7 +86,7 @@ def _sizes(res: RecipeAnalysis) -> dict[str, int]:
 def _recipe_lines(res: RecipeAnalysis) -> list[str]:
     sizes = _sizes(res)
     return [_asymptote(f"{r} vs N", res.fits.get(r), "N/1e6", "sizes", sizes.get(r, 0))
-            for r in res.fits if r != "ensemble (N,K->inf)"]
+            for r in res.fits if r != JOINT]
 
 
 def _ensemble_lines(res: RecipeAnalysis) -> list[str]:
@@ -94,8 +95,8 @@ def _ensemble_lines(res: RecipeAnalysis) -> list[str]:
     if not res.ensemble.height:
         return [f"ensembles: {_ENSEMBLES} has no logit-averaged rows — run `scalelab ensemble SWEEP`"]
     lines = [_asymptote(f"ensemble of N={n:,} vs K", f, "K", "values of K") for n, f in res.k_fits.items()]
-    k_sizes = int((res.best_per_n["recipe"] == "ensemble (K->inf)").sum())
-    joint = res.fits.get("ensemble (N,K->inf)")
+    k_sizes = int((res.best_per_n["recipe"] == ENSEMBLE_K).sum())
+    joint = res.fits.get(JOINT)
     lines.append(_asymptote("ensembles N, K -> inf", joint, "N/1e6", "sizes with an identified K -> inf limit",
                             None if joint is not None else k_sizes))
     return lines
@@ -117,7 +118,7 @@ def _data_lines(res: RecipeAnalysis) -> list[str]:
 def section_status(res: RecipeAnalysis) -> list[str]:
     """One line per section: what was fitted, or what is missing."""
     sizes = _sizes(res)
-    named = ", ".join(f"{r} ({sizes.get(r, 0)} sizes)" for r in res.fits if r != "ensemble (N,K->inf)")
+    named = ", ".join(f"{r} ({sizes.get(r, 0)} sizes)" for r in res.fits if r != JOINT)
     lines = [f"recipes from {res.recipe_source}: {named}; U0 = {res.U0:,.0f} unique tokens"]
     lines += _recipe_lines(res) + _ensemble_lines(res)
     if not res.students.height:
@@ -203,7 +204,7 @@ def write_missing_report(out_dir: str | Path, title: str, why: str) -> Path:
 
 
 def write_infinite_compute_report(sweep_dir: str | Path, out_dir: str | Path | None = None, *,
-                                  ref_wd: float = 0.1, loss: str = "final_loss",
+                                  ref_wd: float = REF_WD, loss: str = "final_loss",
                                   recipes: Mapping[str, Sequence[str]] | None = None,
                                   reference: str | None = None,
                                   progress: bool | Reporter | None = None,

@@ -23,9 +23,9 @@ import numpy as np
 import polars as pl
 
 from analysis.atomic import write_text_atomic
+from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit.bootstrap import bootstrap_fit
 from analysis.fit.constrained import fit_data_constrained
-from analysis.errors import AnalysisInputError, IdentifiabilityWarning
 from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla
 from analysis.plots.plots import (
@@ -35,8 +35,8 @@ from analysis.plots.plots import (
     save_figure,
 )
 from analysis.progress import Reporter, Sections, progress_fn
-from analysis.recipes.asymptotes import compare_asymptotes
-from analysis.recipes.recipe_asymptote import RecipeAsymptote, recipe_laws
+from analysis.recipes.infinite_compute import compare_asymptotes
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_laws
 from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
@@ -74,13 +74,13 @@ def _reason(why: str) -> str:
     return why if why.startswith("not identified") else f"not identified: {why}"
 
 
-def _asymptote_table(res: RecipeAsymptote, level: float = 0.95) -> str:
+def _asymptote_table(res: RecipeE, level: float = 0.95) -> str:
     """Markdown table of A, B, E: value, SE (Gauss-Newton) and the t interval of E."""
     fit = res.fit
     se = fit.se
     lines = [f"| parameter | value | SE | {int(level * 100)}% CI |", "|---|---|---|---|",
              f"| A | {fit.A:.6g} | {se['A']:.3g} | |", f"| B | {fit.B:.6g} | {se['B']:.3g} | |",
-             f"| E | {fit.C:.6g} | {se['C']:.3g} | [{res.lo:.5g}, {res.hi:.5g}] |"]
+             f"| E | {fit.E:.6g} | {se['E']:.3g} | [{res.lo:.5g}, {res.hi:.5g}] |"]
     return "\n".join(lines)
 
 
@@ -129,7 +129,7 @@ def write_report_status(
         status.append(f"power law in N: {outside} run(s) belong to no recipe ({source}); "
                       "not in any law in N")
     asym: dict[str, object] = {}
-    fitted: list[tuple[str, RecipeAsymptote, pl.DataFrame]] = []
+    fitted: list[tuple[str, RecipeE, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
     section = Sections(LAWS_REPORT_FILE, len(laws) + 2, report)  # + the figures, the joint law
     for law in laws:

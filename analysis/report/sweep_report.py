@@ -16,13 +16,14 @@ import polars as pl
 
 from analysis.atomic import write_text_atomic
 from analysis.errors import AnalysisInputError
+from analysis.progress import Reporter, progress_fn
+from analysis.recipes.names import REF_WD
+from analysis.recipes.rows import find_recipes
 from analysis.report.infinite_compute_md import (
     section_status,
     write_infinite_compute_report,
     write_missing_report,
 )
-from analysis.progress import Reporter, progress_fn
-from analysis.recipes.rows import find_recipes
 from analysis.report.report import write_report_status
 from analysis.tables.layout import LAWS_REPORT_FILE, report_folder, runs_file
 from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
@@ -39,7 +40,7 @@ class SweepReport:
 
 def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", bootstrap: int = 200,
                        seed: int = 0, recipes: Mapping[str, Sequence[str]] | None = None,
-                       reference: str | None = None, ref_wd: float = 0.1,
+                       reference: str | None = None, ref_wd: float = REF_WD,
                        progress: bool | Reporter | None = None, runs: pl.DataFrame | None = None,
                        out_dir: str | Path | None = None) -> SweepReport:
     """Write both reports of ``sweep_dir`` (or of ``runs``, a table of runs already in the

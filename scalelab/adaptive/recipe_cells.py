@@ -34,6 +34,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.recipes.cells import SEED_COLUMNS, best_cells, cell_columns
+from analysis.recipes.names import REF_WD, base_budget
 from analysis.recipes.rows import find_recipes
 from analysis.tables.runs import drop_stale
 from scalelab.errors import UserError, did_you_mean
@@ -59,7 +60,7 @@ class RecipeCells:
 
 def recipe_cells(runs: pl.DataFrame, names: Sequence[str], *,
                  filters: Mapping[str, Sequence[str]] | None = None,
-                 loss: str = "final_loss", ref_wd: float = 0.1) -> RecipeCells:
+                 loss: str = "final_loss", ref_wd: float = REF_WD) -> RecipeCells:
     """The rows of the recipes ``names`` (module docstring); an unknown recipe, column or
     an empty recipe is a one-line UserError."""
     if loss not in runs.columns:
@@ -84,7 +85,7 @@ def recipe_cells(runs: pl.DataFrame, names: Sequence[str], *,
     if "D_unique" in done.columns:
         every = pl.concat([t.select(pl.col("D_unique").cast(pl.Float64)) for t in tagged.values()])
         if every.height:
-            U = float(every["D_unique"].mode().sort()[-1])
+            U = base_budget(every["D_unique"])
             at_u = pl.col("D_unique").cast(pl.Float64) == U
             tagged = {n: t.filter(at_u) for n, t in tagged.items()}
     for name, frame in tagged.items():

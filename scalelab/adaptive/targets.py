@@ -40,18 +40,16 @@ import polars as pl
 from analysis.adaptive import CandidateSpace, TargetFit
 from analysis.adaptive.multiplier import Multiplier
 from analysis.adaptive.targets import Asymptote, Ranking, Summary, Target
+from analysis.fit.identified import MIN_SIZES
 from analysis.recipes.data_multiplier import DataLaw
-from analysis.recipes.kim_law import MIN_SIZES
+from analysis.recipes.names import REF_WD, REGULARIZED, STANDARD
 from scalelab.adaptive.study import Study
 from scalelab.errors import UserError, did_you_mean
 
 __all__ = ["DEFAULT_TARGET", "REGULARIZED", "STANDARD", "build_target", "recipe_spaces",
            "summary_text", "target_names"]
 
-REGULARIZED = "regularized"
-STANDARD = "standard"
 DEFAULT_TARGET = f"{REGULARIZED}.E"
-REF_WD = 0.1
 WD_AXIS = "optim.weight_decay"
 
 
@@ -128,9 +126,9 @@ def _data_law(runs: pl.DataFrame | None) -> tuple[DataLaw, float]:
     """The report's data law of the reference recipe and its L_ref (``infinite_compute.
     analyze``), or a one-line UserError saying why there is none."""
     from analysis.errors import AnalysisInputError
+    from analysis.fit.power_law import SCALE
     from analysis.recipes.data_multiplier import choose_data_law
     from analysis.recipes.infinite_compute import analyze
-    from analysis.recipes.kim_law import SCALE
 
     if runs is None or runs.height == 0:
         raise UserError("multiplier: the sweep has no runs yet to fit the reference recipe's "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import typer
 
+from analysis.recipes.names import REF_WD
 from scalelab.cli.app import app
 from scalelab.cli.recipe_options import RECIPE_HELP
 from scalelab.errors import UserError, did_you_mean
@@ -45,7 +46,7 @@ def compare_cmd(
     recipe: list[str] = typer.Option(
         [], "--recipe", help=RECIPE_HELP),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
-    ref_wd: float = typer.Option(0.1, "--ref-wd",
+    ref_wd: float = typer.Option(REF_WD, "--ref-wd",
                                  help="Weight decay of the standard recipe (blocks)."),
     root: Path | None = typer.Option(None, "--root",
                                      help="Sweeps root, when SWEEP is a spec file."),
@@ -91,9 +92,10 @@ def compare_cmd(
     rows_a, rows_b = cells.rows[recipe_a], cells.rows[recipe_b]
     try:  # the report's rule, in the report's order (analysis.recipes.verdicts)
         replicates = find_replicates(runs, ensemble_evals(sweep_dir), loss=loss)
+        asymptotes = tuple(recipe_asymptote(size_points(r), level) for r in (rows_a, rows_b))
         verdict, boot = pair_verdict(rows_a, rows_b, recipe_a, recipe_b, replicates,
-                                     level=level, n_boot=n_boot, seed=seed, resample=resample)
-        asymptotes = [recipe_asymptote(size_points(r), level) for r in (rows_a, rows_b)]
+                                     level=level, n_boot=n_boot, seed=seed, resample=resample,
+                                     asymptotes=asymptotes)
         matched = matched_compute(rows_a, rows_b, names=(recipe_a, recipe_b), level=level)
     except AnalysisInputError as err:
         raise UserError(str(err), file=str(sweep_dir)) from None

@@ -85,7 +85,7 @@ def _law(fit) -> str:
     than the law needs (``kim_law.min_sizes``): they would be numbers, not results."""
     if fit is None:
         return "not fitted"
-    from analysis.recipes.kim_law import min_sizes_e
+    from analysis.fit.identified import min_sizes_e
 
     why = _why_not(fit)
     if fit.x.size < min_sizes_e(fit.n_free):
@@ -101,7 +101,7 @@ def _asym(fit) -> str:
 
     lo, hi = fit.ci()
     flag = f"  [{f}]" if (f := flag_of(fit)) else ""
-    return f"{fit.C:.4f}  95% CI ({lo:.4f}, {hi:.4f}), width {hi - lo:.4f}{flag}"
+    return f"{fit.E:.4f}  95% CI ({lo:.4f}, {hi:.4f}), width {hi - lo:.4f}{flag}"
 
 
 def _mult(row: dict) -> str:
@@ -149,9 +149,11 @@ def _summary(res, path: Path, echo) -> None:
     echo("\nAsymptotes (95% CI from the fit's covariance; none for a law that is not identified):")
     for name, fit in laws.items():
         echo(f"  {name:<36} {_asym(fit)}")
-    joint, reg = res.fits.get("ensemble (N,K->inf)"), res.fits.get("regularized")
+    from analysis.recipes.names import JOINT, REGULARIZED
+
+    joint, reg = res.fits.get(JOINT), res.fits.get(REGULARIZED)
     if joint is not None and reg is not None and not _why_not(joint) and not _why_not(reg):
-        gap = reg.C - joint.C
+        gap = reg.E - joint.E
         (jlo, jhi), (rlo, _) = joint.ci(), reg.ci()
         beyond = "more" if gap > (jhi - jlo) / 2 else "LESS"
         sep = "the two CIs do not overlap" if jhi < rlo else "the two CIs overlap"

@@ -29,7 +29,7 @@ import numpy as np
 
 from analysis.fit.prediction import LAWS_2D, Holdout2D, holdout_largest_2d, min_sizes_2d
 from analysis.recipes.extrapolation import MIN_REFIT, HoldoutCheck, holdout_largest
-from analysis.recipes.kim_law import SCALE
+from analysis.fit.power_law import SCALE
 from scalelab.errors import UserError
 
 __all__ = ["HOLDOUT_LAWS", "GroupHoldout", "check_holdout_option", "draw_holdout",

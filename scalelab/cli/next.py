@@ -174,7 +174,7 @@ def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int
     import polars as pl
 
     from analysis.adaptive.recipe_design import judge_recipes, plan_recipes
-    from analysis.recipes.kim_law import MIN_SIZES
+    from analysis.fit.identified import MIN_SIZES
     from scalelab.adaptive.any_study import any_block_spec, load_any_study
     from scalelab.adaptive.any_targets import any_target
     from scalelab.adaptive.loop import check_budget

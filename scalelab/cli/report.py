@@ -19,14 +19,19 @@ from pathlib import Path
 
 import typer
 
+from analysis.recipes.names import REF_WD
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.cli.recipe_options import RECIPE_HELP, recipe_filters
-from scalelab.cli.runs_table import (TABLE_LOSS, fresh_runs_table, is_runs_file, read_runs_file,
-                                     runs_file_folder)
+from scalelab.cli.runs_table import (
+    TABLE_LOSS,
+    fresh_runs_table,
+    is_runs_file,
+    read_runs_file,
+    runs_file_folder,
+)
 from scalelab.errors import UserError
 from scalelab.store.layout import RECIPES_FIGURE, REPORT_FOLDER, report_folder
-
 
 
 @app.command("report")
@@ -43,7 +48,7 @@ def report_cmd(
     reference: str | None = typer.Option(
         None, "--reference", help="Recipe the data multipliers are relative to (default: standard)."
     ),
-    ref_wd: float = typer.Option(0.1, "--ref-wd", help="Weight decay of the standard recipe (blocks)."),
+    ref_wd: float = typer.Option(REF_WD, "--ref-wd", help="Weight decay of the standard recipe (blocks)."),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:
@@ -60,8 +65,8 @@ def report_cmd(
         else:
             fresh_runs_table(sweep, output.sink)
         from analysis.errors import AnalysisInputError
-        from analysis.tables.safe_parquet import SweepFileError
         from analysis.report.sweep_report import write_sweep_report
+        from analysis.tables.safe_parquet import SweepFileError
 
         try:
             done = write_sweep_report(sweep, loss=loss, bootstrap=bootstrap, seed=seed,

@@ -21,7 +21,7 @@ from analysis.adaptive import (
     size_points,
 )
 from analysis.adaptive.law import fit_points
-from analysis.recipes.kim_law import jacobian
+from analysis.fit.power_law import jacobian
 from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.errors import AnalysisInputError
 

@@ -103,7 +103,7 @@ def test_multiplier_gradient_matches_finite_differences():
                   (lm(fit.B, fit.E + h) - lm(fit.B, fit.E - h)) / (2 * h)])
     assert data_var == pytest.approx(float(g @ fit.cov @ g), rel=1e-6)
     # E at or below C: beyond the reference recipe's reach, no multiplier
-    assert math.isinf(target._log_m(law.C - 0.01))
+    assert math.isinf(target._log_m(law.E - 0.01))
 
 
 def test_multiplier_summary_is_the_reports_multiplier():
@@ -117,9 +117,9 @@ def test_multiplier_summary_is_the_reports_multiplier():
     m = data_multiplier(law, 1.95, se, L_REF)
     assert m.identified and (s.value, s.lo, s.hi) == (m.value, m.lo, m.hi)
     assert s.width == pytest.approx(math.log(m.hi / m.lo), rel=1e-12)
-    below = target.summary({"x": Estimate(law.C - 0.01, 1e-4, 5, 8)})
+    below = target.summary({"x": Estimate(law.E - 0.01, 1e-4, 5, 8)})
     assert math.isnan(below.value) and math.isinf(below.width)
-    assert below.note == data_multiplier(law, law.C - 0.01, 1e-2, L_REF).why
+    assert below.note == data_multiplier(law, law.E - 0.01, 1e-2, L_REF).why
     none = target.summary({"x": Estimate(math.nan, math.inf, 0, 8, why="not identified: x")})
     assert math.isnan(none.value) and none.note == "E_x: not identified: x"
 

@@ -84,7 +84,7 @@ def test_demo_numbers():
     rng = np.random.default_rng(0)
     y = A0 * U_DEMO**-B0 + 0.005 * rng.standard_normal(5)
     law = choose_data_law(U_DEMO, y)
-    assert not law.floor and law.C == 0.0 and "A/U^B (no floor C)" in law.why
+    assert not law.floor and law.E == 0.0 and "A/U^B (no floor C)" in law.why
     m = data_multiplier(law, L_NEW, L_NEW_SE, 2.2093)
     assert m.identified and m.lower_bound
     assert m.value == pytest.approx((2.2093 / L_NEW) ** (1 / law.B), rel=1e-12)
@@ -125,15 +125,15 @@ def _floor_law(seed: int = 0):
 def test_refuses_a_loss_below_the_floor():
     law = _floor_law()
     assert law.floor
-    m = data_multiplier(law, law.C - 0.05, 0.01, 2.25)
+    m = data_multiplier(law, law.E - 0.05, 0.01, 2.25)
     assert not m.identified and np.isnan(m.value) and np.isnan(m.hi)
-    assert f"L_new = {law.C - 0.05:.4f} lies at or below the data law's floor" in m.why
+    assert f"L_new = {law.E - 0.05:.4f} lies at or below the data law's floor" in m.why
 
 
 def test_refuses_a_ci_that_is_not_finite():
     """L_new 0.01 above the floor with se 0.05: most draws fall below it."""
     law = _floor_law()
-    m = data_multiplier(law, law.C + 0.01, 0.05, 2.25, n_boot=500)
+    m = data_multiplier(law, law.E + 0.01, 0.05, 2.25, n_boot=500)
     assert not m.identified and m.beyond_floor > 0.025
     assert "CI is not finite" in m.why and f"{100 * m.beyond_floor:.1f}% of 500" in m.why
 

@@ -1,4 +1,4 @@
-"""analysis.recipes.ensemble_verdict: an ensemble's K -> inf limit against a recipe's
+"""analysis.recipes.verdicts's ensemble part: an ensemble's K -> inf limit against a recipe's
 asymptote under the one rule, unpaired (a winner only when the intervals separate), on
 synthetic recipes and ensembles with known truth (Kim et al. 2025, arXiv 2509.14786)."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.recipes.ensemble_verdict import ensemble_levels
+from analysis.recipes.verdicts import ensemble_levels
 from analysis.recipes.infinite_compute import analyze
 from analysis.recipes.verdicts import recipe_level, verdict_lines
 from test_recipe_verdicts import _runs
@@ -62,7 +62,7 @@ def test_no_ensembles_no_ensemble_line():
 
 
 def test_unpaired_asymptotes_never_ask_for_a_paired_ci():
-    from analysis.recipes.verdict import RecipeLevel, recipe_verdict
+    from analysis.recipes.verdicts import RecipeLevel, recipe_verdict
 
     a = RecipeLevel.asymptote("ensemble", 1.80, 1.78, 1.82)
     b = RecipeLevel.asymptote("regularized", 1.95, 1.90, 2.00)

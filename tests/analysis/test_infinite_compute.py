@@ -62,13 +62,13 @@ def test_recovers_asymptotes_and_multipliers():
     res = analyze(runs, _ensembles())
     assert res.U0 == U0
     # Exact synthetic laws: the engine recovers C to 1e-4 (5 points, 3 parameters, no noise).
-    assert res.fits["standard"].C == pytest.approx(2.6, abs=1e-4)
-    assert res.fits["regularized"].C == pytest.approx(2.3, abs=1e-4)
+    assert res.fits["standard"].E == pytest.approx(2.6, abs=1e-4)
+    assert res.fits["regularized"].E == pytest.approx(2.3, abs=1e-4)
     for n, fit in res.k_fits.items():
-        assert fit.C == pytest.approx(_law(n / 1e6, 0.2, 0.8, 2.1), abs=1e-4)
-    assert res.fits["ensemble (N,K->inf)"].C == pytest.approx(2.1, abs=1e-3)
+        assert fit.E == pytest.approx(_law(n / 1e6, 0.2, 0.8, 2.1), abs=1e-4)
+    assert res.fits["ensemble (N,K->inf)"].E == pytest.approx(2.1, abs=1e-3)
     assert res.ref_loss == pytest.approx(ref)
-    assert res.data_fit.C == pytest.approx(data_law[2] + shift, abs=1e-4)
+    assert res.data_fit.E == pytest.approx(data_law[2] + shift, abs=1e-4)
     # Multiplier = D_eff(L)/D_eff(L_ref) with D_eff(L) = (A/(L - C))^(1/B), in closed form.
     A, B, C = data_law[0], data_law[1], data_law[2] + shift
     mult = dict(zip(res.multipliers["recipe"], res.multipliers["data_multiplier"]))
@@ -100,7 +100,7 @@ def test_report_files(tmp_path):
 
 def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
     from analysis.recipes.infinite_compute import unidentified
-    from analysis.recipes.asymptotes import fit_asymptote
+    from analysis.fit.power_law import fit_asymptote
 
     # A straight line over K = 1..3 does not bend: C runs to its bound 0.
     assert "bound 0" in unidentified(fit_asymptote([1, 2, 3], [2.7, 2.6, 2.5]))
@@ -153,7 +153,7 @@ def test_student_share_of_the_ensembling_gain():
 
 
 def test_seed_mean_of_the_regularized_cell():
-    from analysis.recipes.infinite_compute import SEED_MEAN
+    from analysis.recipes.names import SEED_MEAN
 
     runs, *_ = _runs()
     offsets = [0.0, 0.02, 0.04, -0.01]  # member 0 is the regularized best run itself
@@ -170,7 +170,7 @@ def test_seed_mean_of_the_regularized_cell():
     expect = _law(N / 1e6, 0.3, 0.6, 2.3) + np.mean(offsets) + 2e-6 / 4
     np.testing.assert_allclose(means["loss"], expect, rtol=0, atol=1e-12)
     assert set(means["name"]) == {"mean of 4 seeds"}
-    assert res.fits[SEED_MEAN].C == pytest.approx(2.3 + np.mean(offsets), abs=1e-5)
+    assert res.fits[SEED_MEAN].E == pytest.approx(2.3 + np.mean(offsets), abs=1e-5)
     # An ensemble in another cell (member 0 is not the best run): no seed mean is formed.
     other = analyze(runs, pl.DataFrame(rows).with_columns(pl.col("loss") + 0.5))
     assert SEED_MEAN not in other.fits and other.best_per_n.filter(pl.col("recipe") == SEED_MEAN).height == 0

@@ -44,7 +44,7 @@ def test_recovers_known_exponents_within_ci_and_tolerance():
     assert abs(fit.a - TRUE_A) < TOL and abs(fit.b - TRUE_B) < TOL
     assert fit.a + fit.b == pytest.approx(1.0)  # C = 6 N D: D_opt = C / (6 N_opt)
     assert fit.a_se > 0 and fit.optima["N_opt_se"].is_finite().all()
-    from analysis.recipes.asymptotes import compute_optimal
+    from analysis.laws.allocation import compute_optimal
 
     n_true, d_true = compute_optimal(HOFFMANN, 1e20)
     assert fit.n_opt(1e20) == pytest.approx(n_true, rel=0.05)

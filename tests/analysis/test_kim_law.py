@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import curve_fit
 
 from analysis import AnalysisInputError, PowerLaw, fit_law
-from analysis.recipes.kim_law import fit_kim, profile_fit
+from analysis.fit.power_law import fit_kim, profile_fit
 
 X = np.geomspace(0.271 / 48, 0.271, 8)  # the demo's sizes: N = 5.6k .. 271k
 
@@ -68,7 +68,7 @@ def test_pure_law_matches_curve_fit():
                            xtol=1e-14, gtol=1e-14)
     assert (fit.A, fit.B, fit.E) == pytest.approx((popt[0], popt[1], 0.0), rel=1e-6)
     assert fit.cov == pytest.approx(pcov, rel=1e-3)
-    assert fit.p == 2 and fit.dof == 3
+    assert fit.n_free == 2 and fit.dof == 3
 
 
 def test_floor_stays_non_negative():

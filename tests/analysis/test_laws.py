@@ -14,7 +14,7 @@ from analysis import (
 )
 from analysis.laws.fit_objective import Objective, huber
 from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, MUENNIGHOFF, MUENNIGHOFF_CHECKS
-from analysis.recipes.asymptotes import compute_optimal_constrained
+from analysis.laws.allocation import compute_optimal_constrained
 
 
 @pytest.mark.parametrize("N, D, U, published", MUENNIGHOFF_CHECKS)

@@ -33,7 +33,7 @@ def test_notebook_runs(notebook, tmp_path):
 def test_analysis_imports_neither_torch_nor_scalelab():
     code = (
         "import sys, analysis, analysis.plots.plots, analysis.report.report\n"
-        "import analysis.recipes, analysis.recipes.asymptotes\n"
+        "import analysis.recipes, analysis.fit.power_law\n"
         "import analysis.recipes.synthetic, analysis.fit.constrained, analysis.fit.bootstrap\n"
         "bad = [m for m in ('torch', 'scalelab') if m in sys.modules]\n"
         "assert not bad, bad\n"

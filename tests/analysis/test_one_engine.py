@@ -20,7 +20,7 @@ import pytest
 from analysis.adaptive.target_fits import judge
 from analysis.recipes.compare import compare_recipes
 from analysis.recipes.infinite_compute import analyze, reportable
-from analysis.recipes.kim_law import SCALE
+from analysis.fit.power_law import SCALE
 from scalelab.adaptive.observed import observe
 from scalelab.adaptive.recipe_cells import recipe_cells
 from scalelab.adaptive.study import Study, load_study
@@ -99,11 +99,11 @@ def test_report_compare_and_next_give_one_E_CI_and_reason_on_replicate_seeds(tmp
         assert "\n" not in line
         if why is None:
             lo, hi = fit.ci()
-            assert cmp.E[i] == pytest.approx(fit.C, abs=TOL)
+            assert cmp.E[i] == pytest.approx(fit.E, abs=TOL)
             assert (mine.lo, mine.hi) == pytest.approx((lo, hi), abs=TOL)
-            assert nxt.E == pytest.approx(fit.C, abs=TOL)
+            assert nxt.E == pytest.approx(fit.E, abs=TOL)
             assert nxt.ci == pytest.approx((lo, hi), abs=TOL)
-            assert (summary.value, summary.lo, summary.hi) == pytest.approx((fit.C, lo, hi), abs=TOL)
+            assert (summary.value, summary.lo, summary.hi) == pytest.approx((fit.E, lo, hi), abs=TOL)
         else:
             assert why.startswith("not identified: the loss rises again with x")
             assert line.startswith(f"{name}.E {why}"), line  # the report's reason, no E

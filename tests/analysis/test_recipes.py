@@ -6,33 +6,27 @@ import pytest
 from scipy.optimize import brentq
 
 from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, KIM
-from analysis.recipes.asymptotes import (
-    AsymptoteFit,
-    compare_asymptotes,
-    compute_optimal,
-    data_efficiency,
-    effective_data,
-    ensemble_asymptote,
-    fit_asymptote,
-    joint_asymptote,
-)
+from analysis.fit.power_law import PowerLawFit, ensemble_asymptote, fit_asymptote, joint_asymptote
+from analysis.laws.allocation import compute_optimal
+from analysis.recipes.data_multiplier import data_efficiency, effective_data
+from analysis.recipes.infinite_compute import compare_asymptotes
 
 
 def test_joint_n_k_asymptote_matches_kim():
     # Per-size K -> inf asymptotes at 209.7M tokens vs N in billions: 0.016/N^1.59 + 3.169.
     fit = joint_asymptote(KIM["model_sizes_b"], KIM["ensemble_asymptotes_200m"])
-    assert fit.C == pytest.approx(3.169, abs=0.002)
-    assert round(fit.C, 2) == KIM["joint_asymptote"]
+    assert fit.E == pytest.approx(3.169, abs=0.002)
+    assert round(fit.E, 2) == KIM["joint_asymptote"]
     assert fit.A == pytest.approx(0.016, rel=0.05)
     assert fit.B == pytest.approx(1.59, abs=0.02)
     lo, hi = fit.ci()
-    assert lo < fit.C < hi
+    assert lo < fit.E < hi
 
 
 def test_ensemble_law_over_k_recovers_its_asymptote():
     K = np.arange(1, 6)
     fit = ensemble_asymptote(K, 0.4 / K + 3.27)  # A/K + C: B held at 1
-    assert fit.C == pytest.approx(3.27, abs=1e-6) and fit.A == pytest.approx(0.4, rel=1e-6)
+    assert fit.E == pytest.approx(3.27, abs=1e-6) and fit.A == pytest.approx(0.4, rel=1e-6)
     assert fit.B == 1.0 and fit.n_free == 2 and fit.dof == 3
     # 5 members with 0.005-nat scatter: B = 1 pins C to within 0.05 nats (95%); a free B
     # leaves C's interval several times wider (the reason the ensemble law fixes it).
@@ -45,7 +39,7 @@ def test_ensemble_law_over_k_recovers_its_asymptote():
 
 def test_effective_data_inverts_the_data_scaling_law():
     D = np.array([0.2097152, 0.4194304, 0.8388608, 1.6777216])  # billions
-    true = AsymptoteFit(2.0, 0.23, 1.9, np.zeros((3, 3)), D, 2.0 / D**0.23 + 1.9)
+    true = PowerLawFit(2.0, 0.23, 1.9, np.zeros((3, 3)), D, 2.0 / D**0.23 + 1.9)
     fit = fit_asymptote(D, true(D))
     np.testing.assert_allclose(effective_data(fit, true(D)), D, rtol=1e-4)
     assert data_efficiency(fit, true(D[3]), true(D[0])) == pytest.approx(8.0, rel=1e-4)
@@ -68,8 +62,8 @@ def test_published_multipliers_are_consistent_under_our_definition():
     C = brentq(gap, 0.5, 3.1)
     B = np.log((ref - C) / (3.43 - C)) / np.log(2.29)
     assert 0.225 <= B <= 0.245 and 1.88 <= C <= 1.97
-    law = AsymptoteFit((ref - C) * 0.2097152**B, B, C, np.zeros((3, 3)), np.ones(1), np.ones(1))
-    joint = joint_asymptote(KIM["model_sizes_b"], KIM["ensemble_asymptotes_200m"]).C
+    law = PowerLawFit((ref - C) * 0.2097152**B, B, C, np.zeros((3, 3)), np.ones(1), np.ones(1))
+    joint = joint_asymptote(KIM["model_sizes_b"], KIM["ensemble_asymptotes_200m"]).E
     assert float(data_efficiency(law, joint, ref)) == pytest.approx(5.17, rel=0.01)
 
 

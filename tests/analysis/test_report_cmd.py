@@ -101,12 +101,12 @@ def test_an_unidentified_fit_gets_no_number(tmp_path, capsys):
     md = (sweep / "report" / "report.md").read_text()
     line = next(s for s in out.splitlines() if "regularized vs N:" in s)
     assert "not identified" in line and "the loss rises again with x (the point at x = " in line
-    for value in (reg.C, reg.A, reg.B):  # no value of the fit: the rise is stated in the data's numbers
+    for value in (reg.E, reg.A, reg.B):  # no value of the fit: the rise is stated in the data's numbers
         assert f"{value:.4f}" not in line and f"{value:.3g}" not in line, (value, line)
     std = next(s for s in out.splitlines() if "standard vs N:" in s)
     assert "asymptote 2.6" in std and "95% CI" in std
     for text in (out, ic, md):
-        assert f"{reg.C:.4f}" not in text and f"{reg.C:.3f}" not in text and f"{reg.C:.5g}" not in text
+        assert f"{reg.E:.4f}" not in text and f"{reg.E:.3f}" not in text and f"{reg.E:.5g}" not in text
     assert "regularized asymptote" not in ic  # no multiplier from it
     assert "power law in N, regularized: not identified" in md
     # No data-scaling fit (one budget U): no multiplier at all, and why.

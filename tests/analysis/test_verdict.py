@@ -1,4 +1,4 @@
-"""analysis.recipes.verdict: one verdict rule for identified asymptotes and overfitting
+"""analysis.recipes.verdicts: one verdict rule for identified asymptotes and overfitting
 recipes, on synthetic recipes with known truth and on the demo's numbers."""
 
 from __future__ import annotations
@@ -8,14 +8,9 @@ import pytest
 from scipy import stats
 
 from analysis import AnalysisInputError
-from analysis.recipes.kim_law import fit_kim
-from analysis.recipes.verdict import (
-    RecipeLevel,
-    recipe_verdict,
-    replicate_sigma,
-    rises_with_n,
-    scatter_sigma,
-)
+from analysis.fit.power_law import fit_kim
+from analysis.recipes.replicates import replicate_sigma, scatter_sigma
+from analysis.recipes.verdicts import RecipeLevel, recipe_verdict, rises_with_n
 
 N = np.geomspace(271e3 / 48, 271e3, 8)  # the demo's sizes, 5.6k .. 271k parameters
 X = N / 1e6

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from analysis.recipes.extrapolation import holdout_check, holdout_largest
-from analysis.recipes.kim_law import SCALE
+from analysis.fit.power_law import SCALE
 from _cli_exit import exit_code as run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.errors.IdentifiabilityWarning")

@@ -269,7 +269,7 @@ def _size_cost(runs: pl.DataFrame, blocks: list[str], edge: int, factors: list[f
 
 def _size_findings(runs: pl.DataFrame, recipes: dict[str, pl.Expr], source: str,
                    cost: _Cost) -> list[Finding]:
-    from analysis.recipes.kim_law import MIN_SIZES
+    from analysis.fit.identified import MIN_SIZES
     from scalelab.sweep.view.render import human
 
     groups: dict[tuple, list[str]] = {}
@@ -366,7 +366,7 @@ def _data_findings(runs: pl.DataFrame, recipes: dict[str, pl.Expr], data: str,
 
 
 def _ensemble_findings(runs: pl.DataFrame, names: Any, cost: _Cost) -> list[Finding]:
-    from analysis.recipes.kim_law import MIN_SIZES
+    from analysis.fit.identified import MIN_SIZES
 
     members = _member_blocks(runs) | ({names.ensemble} & set(runs["block"].unique().to_list()))
     out = []

@@ -9,7 +9,8 @@ its best observed loss. Each recipe's level is a ``RecipeLevel``:
 * an identified asymptote: E with its CI (lo, hi) and SE;
 * or, for a recipe whose loss rises with N (``rises_with_n``), its best observed loss with
   its noise sigma (the SD of that loss: from replicate seeds when there are any,
-  ``replicate_sigma``, else the residual scatter around a smooth curve, ``scatter_sigma``).
+  ``replicates.replicate_sigma``, else the residual scatter around a smooth curve,
+  ``replicates.scatter_sigma``).
 
 The rule (``recipe_verdict``). Each level has a range it is taken to lie in at 95%:
 
@@ -25,29 +26,85 @@ identified asymptotes the two CIs are not independent (the same sizes, often the
 so the rule takes the *paired* CI of Delta E = E_A - E_B (``analysis.recipes.compare``'s
 paired bootstrap, ``RecipeComparison``): A wins by at least -hi when hi < 0, B by at least lo
 when lo > 0. Otherwise: no verdict, with the reason in numbers.
+
+The lines (``verdict_lines``, ``pair_verdict``). Which recipe is better at infinite
+compute: one line per pair of recipes, answered where the data decide it, by the rule above. ``scalelab report``, ``scalelab demo`` and ``scalelab compare`` print these
+lines, built here from the same inputs, so on one sweep they print the same verdict.
+
+Each recipe's level at infinite compute (``level_of``, from the runs of its best cell per
+size, ``cells.best_cells``) is
+- its asymptote E with its 95% CI, when E may be written (``recipe_asymptote``: why_not
+  None); or
+- its **best observed loss**, when its loss rises with N (it overfits: no asymptote exists,
+  and the best it reached is what it achieves; ``rises_with_n`` decides, in numbers).
+  Its noise sigma is the SD of one run's loss from the sweep's replicate seeds
+  (``replicates.find_replicates``: seeds of one cell, ensemble members), else the scatter of
+  the recipe's own points around a quadratic in log N (``replicates.scatter_sigma``, which errs
+  large); divided by sqrt(m) for a mean of m seeds (``level_rule``).
+
+Two asymptotes are compared by the paired bootstrap CI of E_A - E_B (``compare_recipes``,
+over the runs of the best cell per size, its seeds included); an asymptote against a best
+observed loss by the asymptote's upper end against best - 2 sigma. "No verdict" comes only
+with the numbers that stop it. The ensembles' K -> inf limits are judged against each
+recipe by ``ensemble_lines``.
+
+Ensembles. Ensembles against the recipes at infinite compute, under the one verdict rule
+(the rule above).
+
+Kim et al. 2025 ("Pre-training under infinite compute", arXiv 2509.14786, sec. 4) take an
+ensemble's loss to its K -> inf limit (A/K + C over members K, per model size N) and those
+limits to N -> inf (A/N^B + C): the joint (N, K -> inf) asymptote. The ensemble's level here:
+
+* the joint (N, K -> inf) asymptote with its 95% CI, when it may be written
+  (``infinite_compute.reportable``: enough sizes with an identified K -> inf limit, a finite
+  interval, identified);
+* else each size's K -> inf limit C with its 95% CI from its K law, one level per size
+  whose K law may be written. A limit at one N is what more members buy at that size, not
+  what larger models would: it is an upper bound on the joint asymptote only if the loss
+  falls with N, so a verdict from it says which size it rests on.
+
+Against a recipe's asymptote the two are not paired (the ensemble's limit comes from the
+members of one or a few sizes; the recipe's from its own sizes and seeds), so the rule's
+paired Delta E does not apply: a winner only when the intervals separate, X = B.lo - A.hi > 0
+(``recipe_verdict(..., paired=False)``), else "no verdict" with how much they overlap.
+Against an overfitting recipe, its best observed loss - 2 sigma as always.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
-from analysis import AnalysisInputError
-from analysis.recipes.extrapolation import count_label as _count
+from analysis.errors import AnalysisInputError
+from analysis.recipes.cells import size_points
+from analysis.recipes.compare import compare_recipes
+from analysis.recipes.extrapolation import count_label
+from analysis.recipes.infinite_compute import RecipeAnalysis, reportable
+from analysis.recipes.names import JOINT, NOT_RECIPES
+from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
+from analysis.recipes.replicates import Replicates, scatter_sigma
 
 __all__ = [
+    "N_BOOT",
+    "RULE",
     "RecipeLevel",
     "Rise",
     "Verdict",
     "Z",
+    "ensemble_levels",
+    "ensemble_lines",
+    "level_of",
+    "level_rule",
+    "pair_line",
+    "pair_verdict",
     "recipe_level",
     "recipe_verdict",
-    "replicate_sigma",
     "rises_with_n",
-    "run_sigma",
-    "scatter_sigma",
+    "verdict_lines",
 ]
 
 Z = 2.0
@@ -100,7 +157,7 @@ class RecipeLevel:
         if self.identified:
             flag = f"; {self.flag}" if self.flag else ""
             return f"E = {self.value:.4g} (CI {self.lo:.4g}-{self.hi:.4g}{flag})"
-        at = f" at N = {_count(self.at_n)}" if np.isfinite(self.at_n) else ""
+        at = f" at N = {count_label(self.at_n)}" if np.isfinite(self.at_n) else ""
         src = f", {self.sigma_from}" if self.sigma_from else ""
         return f"best observed {self.value:.4g}{at} (sigma {self.sigma:.2g}{src})"
 
@@ -192,39 +249,6 @@ def recipe_verdict(a: RecipeLevel, b: RecipeLevel, *,
                    level)
 
 
-# ----------------------------------------------------------------------------- noise
-
-def replicate_sigma(groups: Sequence[Sequence[float]]) -> float:
-    """Pooled within-size SD of one run's loss from replicate seeds: groups of losses, one
-    group per size (or per any setting the seeds share). sqrt(SUM_g SUM_i (y_gi - ybar_g)^2 /
-    SUM_g (m_g - 1)); groups of one seed carry no information. The SD of a mean of m seeds is
-    this / sqrt(m)."""
-    ss, dof = 0.0, 0
-    for g in groups:
-        v = np.asarray(g, dtype=float)
-        if v.size >= 2:
-            ss += float(np.sum((v - v.mean()) ** 2))
-            dof += v.size - 1
-    if dof == 0:
-        raise AnalysisInputError("replicate_sigma needs a size with >= 2 seeds")
-    return float(np.sqrt(ss / dof))
-
-
-def scatter_sigma(n, loss) -> float:
-    """SD of one loss from the scatter around a smooth curve when there are no replicate
-    seeds: the residual SD of a quadratic in log N (it follows a U-shaped curve, which a power
-    law does not), sqrt(SSE / (n - 3)); needs >= 4 sizes. It also absorbs any misfit of the
-    quadratic, so it errs large (a conservative verdict)."""
-    n = np.asarray(n, dtype=float)
-    y = np.asarray(loss, dtype=float)
-    if n.size < 4 or np.unique(n).size < 3:
-        raise AnalysisInputError(f"scatter_sigma needs >= 4 points at >= 3 sizes, got {n.size}")
-    t = np.log(n)
-    X = np.stack([np.ones_like(t), t - t.mean(), (t - t.mean()) ** 2], axis=1)  # (n, 3)
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    return float(np.sqrt(np.sum((y - X @ coef) ** 2) / (n.size - 3)))
-
-
 @dataclass(frozen=True)
 class Rise:
     """Whether a recipe's loss rises with N (it overfits). True in a boolean context when it
@@ -272,17 +296,17 @@ def rises_with_n(n, loss, sigma: float, *, z: float = Z) -> Rise:
     j = i + 1 + int(np.argmax(y[i + 1:])) if i < n.size - 1 else i  # the highest point after the best
     rise = float(y[j]) - best
     if i == n.size - 1:
-        line = f"the loss is lowest at the largest size (N = {_count(last_n)}: {last:.4g})"
+        line = f"the loss is lowest at the largest size (N = {count_label(last_n)}: {last:.4g})"
         return Rise(False, best, best_n, last, last_n, float(sigma), line)
     rises = rise > z * sigma
-    head = (f"the loss at N = {_count(float(n[j]))} ({float(y[j]):.4g}) exceeds the best "
-            f"({best:.4g} at N = {_count(best_n)}) by {rise:.3g} nats")
+    head = (f"the loss at N = {count_label(float(n[j]))} ({float(y[j]):.4g}) exceeds the best "
+            f"({best:.4g} at N = {count_label(best_n)}) by {rise:.3g} nats")
     line = (f"{head}, more than {z:g} sigma ({z * sigma:.2g}): it rises with N" if rises else
             f"{head}, within {z:g} sigma ({z * sigma:.2g}): no rise")
     return Rise(bool(rises), best, best_n, last, last_n, float(sigma), line)
 
 
-def recipe_level(name: str, *, E: float, lo: float, hi: float, se: float, why_not: str | None,
+def level_rule(name: str, *, E: float, lo: float, hi: float, se: float, why_not: str | None,
                  n, loss, sigma: float, sigma_from: str, m=None) -> RecipeLevel | str:
     """A recipe's level at infinite compute: its asymptote (E, CI lo-hi) when it may be
     written (``why_not`` None); else, when its loss rises with N (``rises_with_n`` on its
@@ -308,15 +332,146 @@ def recipe_level(name: str, *, E: float, lo: float, hi: float, se: float, why_no
                                      f"{sigma_from}, / sqrt({m_best:g}) for its {m_best:g}-seed mean")
 
 
-def run_sigma(rows) -> tuple[float, str]:
-    """The SD of one run's loss from ``rows`` (N, loss; several seeds per N where a sweep
-    has them): pooled over replicate seeds when some N has >= 2, else the scatter of the
-    per-N means around a quadratic in log N; and where it comes from, in words."""
-    import polars as pl
+# ----------------------------------------------------------------------------- lines
 
-    groups = [g["loss"].to_list() for _, g in rows.group_by("N")]
-    if any(len(g) >= 2 for g in groups):
-        seeds = sum(len(g) for g in groups if len(g) >= 2)
-        return replicate_sigma(groups), f"from {seeds} replicate seeds"
-    means = rows.group_by("N").agg(pl.col("loss").mean()).sort("N")
-    return scatter_sigma(means["N"], means["loss"]), f"scatter of its {means.height} sizes"
+RULE = ("an identified asymptote with its 95% CI, or for a recipe whose loss rises with N its "
+        "best observed loss +- 2 sigma; two asymptotes by the paired bootstrap CI of E_A - E_B; "
+        "an ensemble's K -> inf limit against a recipe by their intervals (unpaired); "
+        "a winner only when the ends separate")
+"""How the verdict lines decide, in one sentence (the demo's and the report's heading)."""
+
+N_BOOT = 1000
+"""Paired resamples per comparison (``scalelab compare``'s default --n-boot)."""
+def level_of(name: str, rows: pl.DataFrame, replicates: Replicates, *,
+             level: float = 0.95, asym: RecipeE | None = None) -> RecipeLevel | str:
+    """The level at infinite compute of the recipe whose best cell per size has the runs
+    ``rows`` (N, loss; one row per seed), or why it has none (module docstring). ``asym``:
+    the fit of those rows already made (``recipe_asymptote`` at ``level``), else fitted here."""
+    pts = size_points(rows, 1.0)  # x = N here: the fit below rescales itself
+    if asym is None:
+        asym = recipe_asymptote(size_points(rows), level)
+    if asym.why_not is None:
+        return RecipeLevel.asymptote(name, asym.E, asym.lo, asym.hi, asym.fit.se["E"],
+                                     flag=asym.flag)
+    if replicates.found:
+        sigma, source = replicates.sigma, replicates.source()
+    else:
+        try:
+            sigma = scatter_sigma(pts.x, pts.y)
+        except AnalysisInputError as err:
+            return f"{name} vs N {asym.why_not}; no noise estimate for its best loss ({err})"
+        source = f"scatter of its {pts.n} sizes"
+    nan = float("nan")
+    return level_rule(name, E=nan, lo=nan, hi=nan, se=nan, why_not=asym.why_not, n=pts.x,
+                      loss=pts.y, sigma=sigma, sigma_from=source, m=pts.m)
+
+
+def pair_line(la: RecipeLevel | str, lb: RecipeLevel | str, a: str, b: str,
+              delta_ci: Callable[[], tuple[float, float]]) -> str:
+    """The verdict line of recipes ``a`` and ``b`` with levels ``la``, ``lb``;
+    ``delta_ci()``: the paired CI of E_a - E_b, asked for only when both are asymptotes.
+    Where the paired bootstrap cannot run (fewer than ``MIN_SIZES`` shared sizes: its
+    resamples would interpolate), two asymptotes are judged by their own intervals, a
+    winner only when they separate (conservative: it ignores that they share sizes)."""
+    stops = [v for v in (la, lb) if isinstance(v, str)]
+    if stops:
+        return f"{a} vs {b}: no verdict ({'; '.join(stops)})"
+    delta, paired, why_unpaired = None, True, ""
+    if la.identified and lb.identified:
+        try:
+            delta = delta_ci()
+        except AnalysisInputError as err:
+            paired, why_unpaired = False, f"{err}: judged by the two intervals alone"
+    line = recipe_verdict(la, lb, delta_ci=delta, paired=paired).line()
+    notes = [why_unpaired] if why_unpaired else []
+    notes += [f"E_{v.name} {v.flag}" for v in (la, lb) if v.flag]
+    return line + "".join(f" [{n}]" for n in notes)
+
+
+def pair_verdict(rows_a: pl.DataFrame, rows_b: pl.DataFrame, a: str, b: str,
+                 replicates: Replicates, *, level: float = 0.95, n_boot: int = N_BOOT,
+                 seed: int = 0, resample: str = "sizes+seeds",
+                 asymptotes: tuple[RecipeE, RecipeE] | None = None):
+    """(the verdict line of recipes ``a`` and ``b``, the paired bootstrap or None where the
+    rule did not need it) from each recipe's best-cell runs (N, loss, seed): what ``scalelab
+    compare`` and ``scalelab next`` print, by the report's rule (``level_of``, ``pair_line``).
+    ``asymptotes``: the two recipes' fits already made at ``level`` (not refitted)."""
+    boot: list = []
+
+    def delta_ci() -> tuple[float, float]:
+        boot.append(compare_recipes(rows_a, rows_b, names=(a, b), n_boot=n_boot, level=level,
+                                    seed=seed, resample=resample))
+        return boot[-1].ci
+
+    known = asymptotes or (None, None)
+    la, lb = (level_of(name, rows, replicates, level=level, asym=asym)
+              for name, rows, asym in ((a, rows_a, known[0]), (b, rows_b, known[1])))
+    return pair_line(la, lb, a, b, delta_ci), (boot[-1] if boot else None)
+
+
+def _rows(res: RecipeAnalysis, recipe: str) -> pl.DataFrame:
+    """The recipe's best-cell runs, else (a fitted re-estimate, not runs) its points."""
+    if recipe in res.cell_rows:
+        return res.cell_rows[recipe]
+    return res.best_per_n.filter(pl.col("recipe") == recipe).select("N", "loss").sort("N")
+
+
+def recipe_level(res: RecipeAnalysis, recipe: str) -> RecipeLevel | str:
+    """The recipe's level at infinite compute, or why it has none (``level_of`` on its
+    best-cell runs with the sweep's replicate sigma, from the analysis' own fit of them)."""
+    return level_of(recipe, _rows(res, recipe), res.replicates, asym=res.judged.get(recipe))
+
+
+def verdict_lines(res: RecipeAnalysis, *, seed: int = 0) -> list[str]:
+    """One line per pair of recipes (module docstring), then the ensembles' lines."""
+    names = [r for r in res.fits if r not in NOT_RECIPES and _rows(res, r).height]
+    levels = {r: recipe_level(res, r) for r in names}
+    lines = []
+    for a, b in itertools.combinations(names, 2):
+        def delta(a=a, b=b) -> tuple[float, float]:
+            return compare_recipes(_rows(res, a), _rows(res, b), names=(a, b), n_boot=N_BOOT,
+                                   seed=seed).ci
+        lines.append(pair_line(levels[a], levels[b], a, b, delta))
+    return lines + ensemble_lines(res, levels)
+
+
+# ----------------------------------------------------------------------------- ensembles
+
+def ensemble_levels(res: RecipeAnalysis) -> tuple[list[RecipeLevel], str]:
+    """The ensemble's levels (module docstring) and which is used, in words."""
+    k_sizes = len(res.k_fits) and sum(reportable(f, "values of K") is None
+                                      for f in res.k_fits.values())
+    joint = res.fits.get(JOINT)
+    why = reportable(joint, "sizes", None if joint is not None else k_sizes)
+    if why is None:
+        lo, hi = joint.ci()
+        return ([RecipeLevel.asymptote(JOINT, joint.E, lo, hi, joint.se["E"])],
+                "the joint (N, K -> inf) asymptote")
+    levels = []
+    for n, fit in sorted(res.k_fits.items()):
+        if reportable(fit, "values of K") is None:
+            lo, hi = fit.ci()
+            levels.append(RecipeLevel.asymptote(f"ensemble K->inf at N={count_label(n)}", fit.E,
+                                                lo, hi, fit.se["E"]))
+    return levels, (f"each size's K -> inf limit from its K law; no joint (N, K -> inf) "
+                    f"asymptote: {why}")
+
+
+def ensemble_lines(res: RecipeAnalysis, levels: Mapping[str, RecipeLevel | str]) -> list[str]:
+    """One line per ensemble level and recipe (module docstring); none without ensemble
+    evals. ``levels``: each recipe's level or why it has none (``recipe_level``)."""
+    if not res.ensemble.height:
+        return []
+    ens, used = ensemble_levels(res)
+    if not ens:
+        return [f"ensembles vs recipes: no verdict (no ensemble level: {used})"]
+    lines = []
+    for e in ens:
+        for name, level in levels.items():
+            if isinstance(level, str):
+                lines.append(f"{e.name} vs {name}: no verdict ({level})")
+                continue
+            v = recipe_verdict(e, level, paired=False)
+            lines.append(f"{v.line()}; {e.name}: {e.describe()}, {name}: {level.describe()} "
+                         f"(ensemble level: {used})")
+    return lines
