@@ -9,7 +9,8 @@ step t:
     w ← w - (η / (1 - β1^t)) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)
 
 m and v are fp32 whatever the param dtype (``torch.optim.AdamW`` keeps them in the
-param dtype: late plateaus in bf16). How w is stored back:
+param dtype: late plateaus in bf16), or with ``moment_dtype=torch.bfloat16`` bf16 written by
+stochastic rounding from the fp32 update (half the state; ``_store_moments_``). How w is stored back:
 
 - fp32 params: in place, identical to ``torch.optim.AdamW``.
 - bf16, ``stochastic_rounding=True`` (pytorch/ao's SR-AdamW recipe): w = p
@@ -47,6 +48,7 @@ from ._hyper import as_tensor, is_compiling, tensorize_group_
 from ._param_io import (
     advance_steps_,
     foreach_chunks,
+    global_index,
     local,
     params_with_grads,
     real,
@@ -62,11 +64,13 @@ from ._validate import (
     check_range,
     check_saved_groups,
     check_saved_settings,
+    dtype_name,
     repr_with_settings,
 )
+from .stochastic_rounding import stochastic_round_
 
 __all__ = [
-    "AdamW", "adamw_init_state_", "adamw_step_group_", "adamw_update_", "bias_corrections",
+    "MOMENT_DTYPES", "AdamW", "moment_sr_id", "adamw_init_state_", "adamw_step_group_", "adamw_update_", "bias_corrections",
     "check_adamw_group", "step_sizes",
 ]
 
@@ -193,16 +197,17 @@ def _descend_(ws: list[Tensor], ms: list[Tensor], denoms: list[Tensor], sizes: T
         torch._foreach_addcdiv_(ws, torch._foreach_mul(ms, sizes.unbind()), denoms, value=-1.0)
 
 
-def adamw_init_state_(st: dict, p: Tensor, *, master_weights: bool) -> None:
+def adamw_init_state_(st: dict, p: Tensor, *, master_weights: bool, moment_dtype: torch.dtype = torch.float32) -> None:
     """AdamW's state of param ``p`` in its (empty) state dict ``st``, unless already there:
-    a 0-d fp32 CPU ``step``, fp32 ``exp_avg`` / ``exp_avg_sq`` (of the real view of a complex
-    p), and with ``master_weights`` an fp32 ``master`` copy of a non-fp32 p."""
+    a 0-d fp32 CPU ``step``, ``exp_avg`` / ``exp_avg_sq`` in ``moment_dtype`` (fp32, or bf16:
+    ``MOMENT_DTYPES``) of the real view of a complex p, and with ``master_weights`` an fp32
+    ``master`` copy of a non-fp32 p."""
     if st:
         return
     w = real(p)
     st["step"] = torch.tensor(0.0, dtype=torch.float32)
-    st["exp_avg"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
-    st["exp_avg_sq"] = torch.zeros_like(w, dtype=torch.float32, memory_format=torch.preserve_format)
+    st["exp_avg"] = torch.zeros_like(w, dtype=moment_dtype, memory_format=torch.preserve_format)
+    st["exp_avg_sq"] = torch.zeros_like(w, dtype=moment_dtype, memory_format=torch.preserve_format)
     if master_weights and w.dtype != torch.float32:
         st["master"] = w.detach().to(torch.float32).clone()
 
@@ -230,7 +235,11 @@ def adamw_step_group_(
     """The AdamW update of one param group's params with grads ``ps`` (their state in
     ``state[p]``, already advanced to this step), chunk by chunk (foreach) or param by param
     (the loop), each written back as it is done. ``ids``: their SR param ids; ``sr_steps``: the
-    SR step counts (None without stochastic rounding).
+    SR step counts (None without stochastic rounding and bf16 moments).
+
+    bf16 moments (state ``exp_avg`` in bf16, ``optim.AdamW(moment_dtype=torch.bfloat16)``): the
+    update runs on fp32 copies, which are written back with ``optim.stochastic_round_`` keyed
+    by ``moment_sr_id`` (``_store_moments_``).
 
     A plain function of (state, group), not a method, so that ``optim.Muon`` steps its
     ``use_muon=False`` groups with it on its own ``state`` and no nested optimizer (a second
@@ -248,20 +257,53 @@ def adamw_step_group_(
     chunks = foreach_chunks([real(local(p)) for p in ps]) if foreach else [[i] for i in range(len(ps))]
     for idx in chunks:
         ws = [_weight(states[i], ps[i]) for i in idx]
+        ms = [local(states[i]["exp_avg"]) for i in idx]
+        vs = [local(states[i]["exp_avg_sq"]) for i in idx]
+        low = ms[0].dtype != torch.float32  # bf16 moments: fp32 copies, SR-written below
+        ms32 = [m.to(torch.float32) for m in ms] if low else ms
+        vs32 = [v.to(torch.float32) for v in vs] if low else vs
         adamw_update_(
             ws,
-            [local(states[i]["exp_avg"]) for i in idx],
-            [local(states[i]["exp_avg_sq"]) for i in idx],
+            ms32,
+            vs32,
             [real(local(ps[i].grad)).to(torch.float32) for i in idx],
             sizes[idx],
             bc2_sqrt[idx],
             decay=decay, beta1=beta1, beta2=beta2, eps=group["eps"], foreach=foreach,
         )  # fmt: skip
+        if low:
+            _store_moments_([ps[i] for i in idx], ms, vs, ms32, vs32, [sr_steps[i] for i in idx],
+                            [ids[i] for i in idx], seed=seed)
         write_params_(
             [ps[i] for i in idx], ws, stochastic_rounding=stochastic_rounding, seed=seed,
             steps=None if sr_steps is None else [sr_steps[i] for i in idx],
             param_ids=[ids[i] for i in idx], foreach=foreach,
         )  # fmt: skip
+
+
+MOMENT_DTYPES = (torch.float32, torch.bfloat16)
+"""AdamW's moment dtypes: fp32 (the default), or bf16 written by stochastic rounding (half the
+state: 4 bytes a param instead of 8; Zamirai et al., arXiv 2010.06192, and torchao's bf16
+``_AdamW`` keep bf16 moments with SR)."""
+MOMENT_SR_ID_BASE = 1 << 48
+"""SR ids of the moments: ``moment_sr_id``, apart from every param's (AdamW: 0..n; Muon's
+matrices from 2^32), so a moment never shares its param's random bits."""
+
+
+def moment_sr_id(param_id: int, which: int) -> int:
+    """The SR param id of moment ``which`` (0: exp_avg, 1: exp_avg_sq) of SR id ``param_id``."""
+    return MOMENT_SR_ID_BASE + 2 * param_id + which
+
+
+def _store_moments_(ps, ms, vs, ms32, vs32, steps: list[int], ids: list[int], *, seed: int) -> None:
+    """The fp32 moments ``ms32``, ``vs32`` into the bf16 state ``ms``, ``vs`` by stochastic
+    rounding (unbiased: E[m] is the fp32 update's m, so small EMA increments are not lost), keyed
+    like the params' (seed, step, id, global element index: every replica and shard rounds alike,
+    a resumed run like an uninterrupted one)."""
+    for p, m, v, m32, v32, step, pid in zip(ps, ms, vs, ms32, vs32, steps, ids):
+        offset = global_index(p)
+        stochastic_round_(m, m32, seed=seed, step=step, param_id=moment_sr_id(pid, 0), offset=offset)
+        stochastic_round_(v, v32, seed=seed, step=step, param_id=moment_sr_id(pid, 1), offset=offset)
 
 
 class AdamW(torch.optim.Optimizer):
@@ -282,6 +324,10 @@ class AdamW(torch.optim.Optimizer):
             device: the ops exist everywhere (fused kernels on CUDA; on CPU a C++ loop that, in
             cache-sized chunks, runs as fast as the loop: ``optim._param_io.FOREACH_CHUNK_NUMEL``),
             and the chunks bound the fp32 temporaries held at once.
+        moment_dtype: torch.float32 (default) or torch.bfloat16 (keyword-only): bf16 moments
+            written by stochastic rounding (``_store_moments_``): half the optimizer state.
+            Not the default: measured on small models only (optim/tests/test_bf16_moments.py
+            in the scalelab repository), and each step reads the step counts on the host.
     Defaults are torchao's ``_AdamW`` (lr 1e-3, (0.9, 0.999), 1e-8, wd 1e-2).
 
     Every argument is checked at construction (and every added group's lr, betas, eps,
@@ -305,8 +351,12 @@ class AdamW(torch.optim.Optimizer):
         master_weights: bool = False,
         seed: int = 0,
         foreach: bool | None = None,
+        moment_dtype: torch.dtype = torch.float32,
     ):
         check_bool("AdamW", "stochastic_rounding", stochastic_rounding)
+        if moment_dtype not in MOMENT_DTYPES:
+            raise ValueError(f"AdamW: moment_dtype must be torch.float32 or torch.bfloat16, got {moment_dtype!r}")
+        self.moment_dtype = moment_dtype
         check_bool("AdamW", "master_weights", master_weights)
         check_int("AdamW", "seed", seed, 0)
         if foreach is not None:
@@ -329,18 +379,22 @@ class AdamW(torch.optim.Optimizer):
         check_adamw_group("AdamW", self.param_groups[-1])
         tensorize_group_(self.param_groups[-1], self.defaults)
 
-    def settings(self) -> dict[str, bool | int]:
-        """The result-changing settings that are not param-group keys (saved in ``state_dict``)."""
-        return {
+    def settings(self) -> dict[str, bool | int | str]:
+        """The result-changing settings that are not param-group keys (saved in ``state_dict``);
+        ``moment_dtype`` only when not fp32 (state_dicts saved before it existed had fp32)."""
+        out = {
             "stochastic_rounding": self.stochastic_rounding, "master_weights": self.master_weights,
             "seed": self.seed, "foreach": self.foreach,
         }  # fmt: skip
+        if self.moment_dtype != torch.float32:
+            out["moment_dtype"] = dtype_name(self.moment_dtype)
+        return out
 
     def __repr__(self) -> str:
         return repr_with_settings(super().__repr__(), self.settings())
 
     def _init_state(self, p: Tensor) -> None:
-        adamw_init_state_(self.state[p], p, master_weights=self.master_weights)
+        adamw_init_state_(self.state[p], p, master_weights=self.master_weights, moment_dtype=self.moment_dtype)
 
     def state_dict(self) -> dict:
         """torch's, plus ``"settings"`` (``settings()``, plain values: weights_only-safe)."""
@@ -350,6 +404,10 @@ class AdamW(torch.optim.Optimizer):
         """torch's, after refusing a foreign state_dict or different settings; fp32 state kept."""
         check_saved_groups("AdamW", state_dict, self.defaults)
         check_saved_settings("AdamW", state_dict, self.settings())
+        saved = (state_dict.get(SETTINGS_KEY) or {}).get("moment_dtype", "float32")
+        if saved != dtype_name(self.moment_dtype):
+            raise ValueError(f"AdamW.load_state_dict: setting 'moment_dtype' was {saved!r} when saved, this "
+                             f"optimizer has {dtype_name(self.moment_dtype)!r}; construct it with that moment_dtype to resume")
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)
 
@@ -369,7 +427,8 @@ class AdamW(torch.optim.Optimizer):
         for p in live:
             self._init_state(p)
         steps = [self.state[p]["step"] for p in live]
-        counts = advance_steps_(steps, foreach=self.foreach, sr=self.stochastic_rounding)  # None without SR
+        keyed = self.stochastic_rounding or self.moment_dtype != torch.float32  # SR keys need the step
+        counts = advance_steps_(steps, foreach=self.foreach, sr=keyed)  # None without SR
         sr_steps = None if counts is None else iter(counts)
         for group, ps, ids in work:
             self._step_group(group, ps, ids, None if sr_steps is None else [next(sr_steps) for _ in ps])
