@@ -104,6 +104,9 @@ def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, torch.optim.
         "optim.AdamW(foreach=False)": ("adamw", optim.AdamW(every(), foreach=False, **adamw)),
         "optim.AdamW bf16 SR": ("adamw", optim.AdamW(_params(shapes, grads, device, torch.bfloat16),
                                                       stochastic_rounding=True, **adamw)),
+        "optim.AdamW bf16 SR, bf16 moments": ("adamw", optim.AdamW(
+            _params(shapes, grads, device, torch.bfloat16), stochastic_rounding=True,
+            moment_dtype=torch.bfloat16, **adamw)),
     }
     try:  # torchao's bf16 SR-AdamW, only where torchao is installed (not a dependency)
         from torchao.optim import _AdamW  # type: ignore[import-not-found]
