@@ -22,11 +22,23 @@ MUTATIONS = ("truncate", "flip", "junk", "wrong_type", "directory", "symlink_zer
 valid JSON of the wrong type, a directory in its place, a symlink to /dev/zero (endless
 bytes). ``mutate`` also knows ``empty`` and ``symlink_loop``."""
 
+BOUND_MUTATIONS = ("fifo", "oversize", "sparse")
+"""Damage that can hang a reader or fill its memory: a FIFO in place of the file (its
+``open`` blocks until a writer comes), the file grown to one byte over its kind's size
+limit (``analysis.tables.bounded_read.limit_for``) with its first and last bytes kept (a
+parquet file's magic intact at both ends), and a sparse ``SPARSE_BYTES`` file (the content,
+then holes: gigabytes that cost no disk). Run in a subprocess with a timeout and its peak
+RSS measured (``tests/scalelab/test_fuzz_files.py``)."""
+
+SPARSE_BYTES = 3 << 30
+_KEEP = 64
+"""Bytes of the original kept at each end of an ``oversize`` file."""
+
 
 def mutate(path: Path, how: str, *, seed: int = 0) -> None:
     """Damage ``path`` (a file that exists) in place, as ``how`` says (``MUTATIONS``)."""
     data = path.read_bytes()
-    if how in ("directory", "symlink_zero", "symlink_loop"):
+    if how in ("directory", "symlink_zero", "symlink_loop", "fifo"):
         path.unlink()
     if how == "truncate":
         path.write_bytes(data[: len(data) // 2])
@@ -46,7 +58,19 @@ def mutate(path: Path, how: str, *, seed: int = 0) -> None:
         path.symlink_to("/dev/zero")
     elif how == "symlink_loop":
         path.symlink_to(path.name)
-    elif how not in (*MUTATIONS, "empty", "symlink_loop"):
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how == "sparse":
+        os.truncate(path, SPARSE_BYTES)
+    elif how == "oversize":
+        from analysis.tables.bounded_read import limit_for
+
+        size = limit_for(path) + 1
+        with open(path, "r+b") as fh:
+            fh.truncate(size)
+            fh.seek(size - min(_KEEP, len(data)))
+            fh.write(data[-_KEEP:])
+    elif how not in (*MUTATIONS, *BOUND_MUTATIONS, "empty", "symlink_loop"):
         raise ValueError(f"unknown mutation {how!r}")
 
 

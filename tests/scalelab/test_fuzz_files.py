@@ -3,6 +3,11 @@
 exception escapes (no traceback). The promise of README.md, "Bad input ...": one line and
 exit code 2, never a traceback; a corrupt file is named, never silently used.
 
+``BOUND_MUTATIONS`` (a FIFO, a file one byte over its kind's size limit, a 3 GiB sparse
+file) run at every path too, in one subprocess per mutation (``_worker``): a reader that
+blocks is caught by the subprocess's timeout (and each command's alarm inside it, which
+names the command), one that fills memory by the subprocess's peak RSS, held under 2 GiB.
+
 The sweep is the analysis tests' small real one (``tests/analysis/_tiny_sweep.py``: debug
 backend, ten runs and a data block), built once per worker; each case damages a copy.
 """
@@ -10,13 +15,18 @@ backend, ten runs and a data block), built once per worker; each case damages a 
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
-from _fuzz import MUTATIONS, fresh_copy, mutate, run_cli  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optim" / "tests"))  # _waits
+from _fuzz import BOUND_MUTATIONS, MUTATIONS, fresh_copy, mutate, run_cli  # noqa: E402
 from _tiny_sweep import SPEC, build  # noqa: E402
 
 SWEEP = SPEC["name"]
@@ -59,9 +69,10 @@ READ_BY = {
 }
 
 
-def _commands(sweep: Path, run: Path, other: Path, out: Path, damaged: str = "") -> list[list[str]]:
+def _commands(sweep: Path, run: Path, other: Path, out: Path, damaged: str = "",
+              costly: tuple[str, ...] = tuple(READ_BY)) -> list[list[str]]:
     """The commands that read the damaged file ``damaged`` (a name; '' for all), made cheap
-    (no bootstrap)."""
+    (no bootstrap); of the costly ones only those in ``costly``."""
     every = {
         "status": ["status", str(sweep)],
         "collect": ["collect", str(sweep), "-q"],
@@ -74,13 +85,16 @@ def _commands(sweep: Path, run: Path, other: Path, out: Path, damaged: str = "")
         "train": ["train", str(run / "config-input.yaml"), "--run-dir", str(run), "-q"],
     }
     return [args for name, args in every.items()
-            if name in CHEAP or not damaged or damaged in READ_BY[name]]
+            if name in CHEAP or (name in costly and (not damaged or damaged in READ_BY[name]))]
+
+
+def _files() -> list[str]:
+    files = [f"run/{name}" for name in RUN_FILES] + ["run/checkpoint/state", "run/checkpoint/manifest"]
+    return files + [f"sweep/{name}" for name in SWEEP_FILES]
 
 
 def _cases() -> list[tuple[str, str]]:
-    files = [f"run/{name}" for name in RUN_FILES] + ["run/checkpoint/state", "run/checkpoint/manifest"]
-    files += [f"sweep/{name}" for name in SWEEP_FILES]
-    return [(f, how) for f in files for how in MUTATIONS]
+    return [(f, how) for f in _files() for how in MUTATIONS]
 
 
 def _resolve(where: str, sweep: Path, run: Path) -> Path:
@@ -101,18 +115,95 @@ def _resolve(where: str, sweep: Path, run: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("where", "how"), _cases(), ids=[f"{w}:{h}" for w, h in _cases()])
-def test_damaged_file_gives_one_line_never_a_traceback(pristine, tmp_path, where, how):
-    sweep = fresh_copy(pristine, tmp_path / "root" / SWEEP)
+BOUND_COSTLY = ("report",)
+"""The costly command run on ``BOUND_MUTATIONS``: it reads every file ``fit`` and
+``compare`` read (``READ_BY``), through the same readers, at a third of their time."""
+
+
+def _damage_and_read(pristine: Path, work: Path, where: str, how: str,
+                     costly: tuple[str, ...] = tuple(READ_BY)) -> list[str]:
+    """Damage ``where`` in a fresh copy of ``pristine`` under ``work`` as ``how`` says and
+    run every command that reads it (of the costly ones, those in ``costly``); the failures
+    (an exit other than 0 or 2, a traceback)."""
+    sweep = fresh_copy(pristine, work / "root" / SWEEP)
     run = _target_run(sweep)
     others = sorted(p for p in (sweep / "runs").iterdir() if p.is_dir() and p != run)
     mutate(_resolve(where, sweep, run), how)
     failures = []
-    for args in _commands(sweep, run, others[0], tmp_path, damaged=where.rpartition("/")[2]):
+    for args in _commands(sweep, run, others[0], work, damaged=where.rpartition("/")[2], costly=costly):
         outcome = run_cli(args)
         if not outcome.ok:
             failures.append(outcome.describe(args))
+    return failures
+
+
+@pytest.mark.parametrize(("where", "how"), _cases(), ids=[f"{w}:{h}" for w, h in _cases()])
+def test_damaged_file_gives_one_line_never_a_traceback(pristine, tmp_path, where, how):
+    failures = _damage_and_read(pristine, tmp_path, where, how)
     assert not failures, f"{where} damaged ({how}):\n" + "\n\n".join(failures)
+
+
+COMMAND_ALARM_S = 120
+"""A command of the worker that has not returned by then is reported as hung (it blocks:
+no command of this small sweep takes more than a few seconds)."""
+WORKER_TIMEOUT_S = 600
+"""The worker's whole budget (14 paths, about 8 commands each); past it, the test fails
+naming the last command the worker started."""
+MAX_RSS_BYTES = 2 << 30
+
+
+class _Hung(Exception):
+    pass
+
+
+def _worker(pristine: str, work: str, how: str) -> None:
+    """``python test_fuzz_files.py PRISTINE WORK HOW``: every path damaged ``how``, one JSON
+    line per path on stdout ({where, failures}), then {maxrss_kb}; each command under an
+    alarm, the one started named on stderr first."""
+    def hung(signum, frame):
+        raise _Hung(f"no return after {COMMAND_ALARM_S} s")
+
+    signal.signal(signal.SIGALRM, hung)
+    global run_cli
+    inner = run_cli
+
+    def timed(args):
+        print(f"started: scalelab {' '.join(args)}", file=sys.__stderr__, flush=True)
+        signal.alarm(COMMAND_ALARM_S)
+        try:
+            return inner(args)
+        finally:
+            signal.alarm(0)
+
+    run_cli = timed
+    for i, where in enumerate(_files()):
+        failures = _damage_and_read(Path(pristine), Path(work) / str(i), where, how, BOUND_COSTLY)
+        print(json.dumps({"where": where, "failures": failures}), flush=True)
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({"maxrss_kb": max(usage, children)}), flush=True)
+
+
+@pytest.mark.parametrize("how", BOUND_MUTATIONS)
+def test_fifo_oversize_and_sparse_files_never_hang_nor_fill_memory(pristine, tmp_path, how):
+    """Every path as a FIFO, one byte over its size limit, or a 3 GiB sparse file: each
+    command exits 0 or 2 without a traceback, none blocks (the worker's timeout), and the
+    worker's peak RSS stays under 2 GiB."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "POLARS_MAX_THREADS": "2"}
+    try:
+        done = subprocess.run([sys.executable, __file__, str(pristine), str(tmp_path), how],
+                              capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, env=env,
+                              cwd=Path(__file__).parent)
+    except subprocess.TimeoutExpired as err:
+        said = (err.stderr or b"").decode(errors="replace") if isinstance(err.stderr, bytes) else err.stderr or ""
+        started = [ln for ln in said.splitlines() if ln.startswith("started: ")]
+        pytest.fail(f"{how}: the worker ran past {WORKER_TIMEOUT_S} s; last {started[-1:]}")
+    lines = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith("{")]
+    assert done.returncode == 0 and lines and "maxrss_kb" in lines[-1], done.stderr[-3000:]
+    assert [row["where"] for row in lines[:-1]] == _files()
+    failures = [f"{row['where']}: {f}" for row in lines[:-1] for f in row["failures"]]
+    assert not failures, f"{how}:\n" + "\n\n".join(failures)
+    assert lines[-1]["maxrss_kb"] * 1024 < MAX_RSS_BYTES, lines[-1]
 
 
 TABLE_COMMANDS = {
@@ -150,3 +241,7 @@ def test_damaged_table_of_runs_gives_one_line_never_a_traceback(tmp_path, suffix
         if not outcome.ok:
             failures.append(outcome.describe(args))
     assert not failures, f"{path.name} damaged ({how}):\n" + "\n\n".join(failures)
+
+
+if __name__ == "__main__":
+    _worker(*sys.argv[1:4])
