@@ -7,7 +7,10 @@ test_backends_conformance.py, which shares that sweep):
 - a run interrupted mid-training the way submitit simulates preemption (SIGTERM, then
   USR2) checkpoints, is requeued by submitit's Checkpointable and resumes: attempts >= 2
   and every training step is recorded exactly once;
-- a run cancelled with scancel shows as CANCELLED, and is not relaunched.
+- a run cancelled with scancel shows as CANCELLED, and is not relaunched;
+- a run that hits its time limit more often than submitit requeues (``max_num_timeout``,
+  3) ends TIMEOUT in status.json and ``scalelab status``, which names the command that
+  resumes it, while sacct says FAILED.
 
 Skipped, with the reason, when no cluster answers here.
 """
@@ -24,7 +27,10 @@ import submitit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_helpers import (  # noqa: F401
+    FAKE,
+    HERE,
     TINY_BASE,
+    fake_env,
     plan_of,
     scalelab,
     slurm_cluster,
@@ -90,3 +96,23 @@ def test_preempted_run_resumes_and_cancelled_run_stays(tmp_path):
     again = execute(plan, sweep, plan.spec.launcher, wait=False)
     assert again.launched == []
     assert again.decisions["reason"].to_list() == ["completed", "cancelled (retry --failed reruns it)"]
+
+
+def test_a_run_out_of_requeues_reads_timeout_with_the_resume_command(tmp_path):
+    base = {**copy.deepcopy(TINY_BASE), "extra": {"fake_steps": 100000, "fake_step_s": 0.05}}
+    spec = write_spec(tmp_path / "to.yaml", "to", base=base, grid={"optim.lr": [1e-3]},
+                      launcher={"executor": "slurm", "time_min": 1, "signal_delay_s": 30,
+                                "env": {"PYTHONPATH": str(HERE)}})
+    # (time_min 1: every USR2 counts as a time limit; the fake trainer never ends on its own)
+    plan = plan_of(spec)
+    sweep = tmp_path / "to"
+    (job,) = [h.job_id for h in execute(plan, sweep, plan.spec.launcher, wait=False, target=FAKE).handles]
+    run = sweep / plan.table["run_dir"][0]
+    wait_for_jobs(lambda: (read_status(run) or {}).get("state") == "TIMEOUT", "TIMEOUT", [job])
+    status = read_status(run)
+    assert status["attempts"] == 4 and status["job_ids"] == [job]  # 1 + max_num_timeout requeues
+    assert status["error"].startswith(f"out of requeues: Slurm job {job} not requeued by submitit")
+    out = scalelab("status", str(sweep), env={**fake_env(), "COLUMNS": "400"}).stdout  # no wrapping
+    assert "⧗ 1 timeout" in out and f"`scalelab retry --preempted {sweep}`" in out
+    frame = sweep_states(sweep)
+    assert frame["state"].to_list() == ["TIMEOUT"] and frame["attempts"].to_list() == [4]
