@@ -8,11 +8,20 @@ Commands that would train much (``demo``, ``tune``, ``sweep`` without ``--dry-ru
 a guard in their base invocation that stops them after every argument has been parsed and
 checked (an unknown executor, ``--dry-run``), so a hostile value that happens to be valid
 costs nothing.
+
+Every numeric option (an ``int`` or ``float`` parameter, read from the CLI's own parameter
+types) also gets ``NUMERIC_HOSTILE``: values that size work or memory without bound, and
+non-finite ones. Each such call must also stay under ``PEAK_RSS`` of resident memory: the
+process's peak is reset before the call (``/proc/self/clear_refs``) and read after it
+(``VmHWM``), and the call runs under an address-space limit, so a runaway allocation fails
+the test instead of the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import resource
 import sys
 import warnings
 from pathlib import Path
@@ -24,6 +33,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from _fuzz import run_cli  # noqa: E402
 from _tiny_sweep import SPEC, build  # noqa: E402
+from test_bounded_work import ensemble_sweep  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +51,7 @@ TINY_TRAIN = {
 
 BASE: dict[str, tuple[list[str], list[str]]] = {
     "train": (["{train_cfg}"], ["--run-dir", "{tmp}/train_run", "-q"]),
-    "ensemble": (["{sweep}"], ["--device", "cpu"]),
+    "ensemble": (["{ensemble}"], ["--device", "cpu"]),
     "next": (["{sweep}"], ["-o", "{tmp}/next.yaml"]),
     "sweep": (["{spec}"], ["--dry-run", "--root", "{tmp}/sweeps"]),
     "status": (["{sweep}"], []),
@@ -62,6 +72,15 @@ arguments in order, then its options."""
 
 GUARDS = {("tune", "executor"), ("demo", "executor"), ("sweep", "dry_run")}
 """Parameters never fuzzed: the guards that keep a valid hostile value from training."""
+
+NUMERIC_HOSTILE = ("1e8", "1e20", str(10**8), str(10**20), "nan", "inf")
+"""For numeric options, besides ``HOSTILE`` (which has -1 and ''): 10^8 and 10^20 spelled as
+floats and as integers (an integer option refuses the float spelling at parsing, so the
+integer spelling is what reaches the command's own bound), and the non-finite floats."""
+PEAK_RSS = 2 << 30
+"""The peak resident memory (bytes) of the test process during one numeric-option call."""
+HEADROOM = 3 << 30
+"""Address space a numeric-option call may add to the process's before allocation fails."""
 
 
 @functools.cache
@@ -92,6 +111,28 @@ def _cases() -> list[tuple[str, str, str]]:
     return cases
 
 
+def _is_numeric(param) -> bool:
+    """Whether ``param`` takes a number: its annotation (typer's ``type_descriptor``) or
+    click type is int or float, possibly Optional."""
+    import types
+    import typing
+
+    tp = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if tp is None:  # click's own parameter type
+        name = getattr(getattr(param, "type", None), "name", "")
+        return name in ("integer", "float", "integer range", "float range")
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = args[0] if len(args) == 1 else None
+    return tp in (int, float)
+
+
+def _numeric_cases() -> list[tuple[str, str, str]]:
+    return [(command, param.name, value) for command, params in _commands().items()
+            for param in params if _is_numeric(param) and (command, param.name) not in GUARDS
+            for value in NUMERIC_HOSTILE]
+
+
 def test_every_command_has_a_base_invocation():
     assert sorted(_commands()) == sorted(BASE)
 
@@ -115,6 +156,7 @@ def world(tmp_path_factory) -> dict[str, str]:
         for lr in (0.5, 1.0, 2.0) for s in (0, 1)))
     (root / "a_dir.csv").mkdir()
     return {"table": str(table), "sweep": str(sweep), "spec": str(spec), "train_cfg": str(cfg), "run_a": str(runs[0]),
+            "ensemble": str(ensemble_sweep(root)),
             "run_b": str(runs[1]), "dir": str(root / "a_dir"), "missing": str(root / "missing"),
             "file": str(root / "a_file.txt")}
 
@@ -148,6 +190,49 @@ def test_hostile_argument_gives_one_line_never_a_traceback(world, tmp_path, monk
     args = _invocation(command, param, value, world, tmp_path)
     outcome = run_cli(args)
     assert outcome.ok, outcome.describe(args)
+
+
+def test_numeric_options_are_detected():
+    """The detection reads the CLI's types: it finds the known numeric options."""
+    found = {(c, p) for c, p, _ in _numeric_cases()}
+    assert {("ensemble", "batches"), ("ensemble", "batch_size"), ("fit", "bootstrap"),
+            ("compare", "level"), ("next", "n"), ("tune", "n_trials")} <= found
+    assert ("ensemble", "device") not in found and len(found) >= 15
+
+
+@contextlib.contextmanager
+def _peak_rss():
+    """Yields a callable giving the peak resident memory (bytes) since entry; allocations
+    past ``HEADROOM`` more address space fail (MemoryError) instead of exhausting the host."""
+    def status(key: str) -> int:
+        with open("/proc/self/status") as fh:
+            line = next(line for line in fh if line.startswith(key + ":"))
+        return int(line.split()[1]) << 10
+
+    with open("/proc/self/clear_refs", "w") as fh:  # resets VmHWM to the current RSS
+        fh.write("5")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = status("VmSize") + HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    try:
+        yield lambda: status("VmHWM")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize(("command", "param_name", "value"), _numeric_cases(),
+                         ids=[f"{c}:{p}:{v[:12]!r}" for c, p, v in _numeric_cases()])
+def test_huge_and_non_finite_numbers_give_one_line_and_bounded_memory(world, tmp_path, monkeypatch, command,
+                                                                      param_name, value):
+    monkeypatch.chdir(tmp_path)
+    param = next(p for p in _commands()[command] if p.name == param_name)
+    args = _invocation(command, param, value, world, tmp_path)
+    with _peak_rss() as peak:
+        outcome = run_cli(args)
+        used = peak()
+    assert outcome.ok, outcome.describe(args)
+    assert used < PEAK_RSS, f"peak RSS {used / 2**30:.2f} GiB: {outcome.describe(args)}"
 
 
 TABLE_BASE: dict[str, tuple[list[str], list[str]]] = {
@@ -206,7 +291,7 @@ def law_world(world, tmp_path_factory) -> dict[str, str]:
     import polars as pl
 
     from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
-    from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+    from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 
     sweep = tmp_path_factory.mktemp("fuzz_law") / "sweep"
     runs, norms = synthetic_sweep(TransferTruth(), np.geomspace(5e3, 3e5, 6), rng=1)
