@@ -13,19 +13,21 @@ Folders by concept, in import order (a folder imports only those before it and t
 modules ``errors``, ``atomic``, ``progress``; tests/test_architecture.py checks it)::
 
     tables    a sweep directory's layout, the runs table, selections, published data
-    laws      the laws, their input checks, tied parameters, the fitting objective
+    laws      the laws, their input checks, tied parameters, the fitting objective,
+              the compute-optimal allocation
     solvers   batched L-BFGS and Levenberg-Marquardt, start points, the multi-start search
-    fit       fit_law, bootstrap, profile likelihood, diagnostics, grouped fits of runs
+    fit       fit_law, bootstrap, profile likelihood, diagnostics, grouped fits of runs,
+              the law A/x^B + E (one result type, PowerLawFit) and when its E may be written
     isoflop   approach 2: parabolas per budget, optima against compute
-    recipes   recipes compared: asymptotes, compute-optimal allocation, data efficiency
+    recipes   recipes compared: each recipe's E, verdicts, data efficiency, budgets
     adaptive  choosing the next runs of an adaptive study
     transfer  hyperparameter-transfer laws: per-size optima, hp* = c x^a, the norm check
+    synthetic data with a known truth for tests, benchmarks and notebooks
     plots     figures (matplotlib is imported only here)
     report    the reports written to disk
 
-``analysis.recipes`` holds the compute-optimal allocation, ensemble/joint asymptotes and
-the data-efficiency multiplier (``analysis.recipes.fit_asymptote`` etc.);
-``analysis.plots`` and ``analysis.report`` draw and write.
+``analysis.recipes.fit_asymptote`` and the allocation and data-efficiency functions resolve
+from ``analysis.recipes`` too; ``analysis.plots`` and ``analysis.report`` draw and write.
 """
 
 import importlib

@@ -1,11 +1,11 @@
 """Approach 2 on synthetic isoFLOP sweeps with a known exponent: the study that chooses
 ``fit_isoflops``'s defaults (docs/isoflop.md's tables).
 
-``--study realistic`` (default): ``analysis.isoflop.realistic.realistic_study``, 24 sweeps
+``--study realistic`` (default): ``analysis.synthetic.isoflop_realistic.realistic_study``, 24 sweeps
 per seed drawn from the ranges of published isoFLOP sweeps (loss noise 0.005-0.02 nats,
 heteroscedastic; off-centre, lopsided, warped ladders of 3-12 sizes 0.1-0.3 decades
 apart; 4-8 budgets over 2-3.5 decades of C; α != β). ``--study legacy``: the 15
-hand-written sweeps of ``analysis.isoflop.synthetic.study_designs`` (relative noise
+hand-written sweeps of ``analysis.synthetic.isoflop.study_designs`` (relative noise
 0.1-1%) on which the old default (window 16) was chosen.
 
 Every (window, method) candidate fits every sweep, and so does a reference that no
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.errors import AnalysisInputError  # noqa: E402
 from analysis.fit.fit import fit_law  # noqa: E402
 from analysis.isoflop.isoflop import fit_isoflops  # noqa: E402
-from analysis.isoflop.realistic import realistic_points, realistic_study  # noqa: E402
-from analysis.isoflop.synthetic import study_designs, sweep_points  # noqa: E402
+from analysis.synthetic.isoflop import study_designs, sweep_points  # noqa: E402
+from analysis.synthetic.isoflop_realistic import realistic_points, realistic_study  # noqa: E402
 
 SETTINGS = [(None, "parabola", False), (4.0, "parabola", False), (6.0, "parabola", False),
             (8.0, "parabola", False), (12.0, "parabola", False), (16.0, "parabola", False),

@@ -2,7 +2,7 @@
 
 ``python bench/transfer_coverage.py [--studies 100] [--seed 0]``: per batch grid (3 and 4
 batch sizes a factor 2 apart, off-centre by up to half a step), ``--studies`` studies of
-``analysis.transfer.synthetic.synthetic_lr_batch_study`` (LrBatchTruth: Step Law's
+``analysis.synthetic.transfer.synthetic_lr_batch_study`` (LrBatchTruth: Step Law's
 lr* = 1.79 N^-0.713 D^0.307 and B* = 0.58 D^0.571 (Li et al. 2025, arXiv 2503.04715), an lr
 valley skewed towards divergence, a batch valley skewed in ln B, runs that diverge 1.2 ln
 units above their batch's lr optimum, loss noise 0.01 nats; 5 sizes 6e7-1e9, 3 token budgets
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.transfer.synthetic import LrBatchTruth, synthetic_lr_batch_study  # noqa: E402
+from analysis.synthetic.transfer import LrBatchTruth, synthetic_lr_batch_study  # noqa: E402
 from analysis.transfer.transfer import fit_transfer  # noqa: E402
 
 SIZES = np.geomspace(6e7, 1e9, 5)

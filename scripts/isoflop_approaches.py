@@ -15,9 +15,9 @@ import polars as pl
 from scipy.optimize import minimize_scalar
 
 from analysis import Chinchilla, fit_isoflops, fit_law, load_epoch_chinchilla
-from analysis.tables.published import EPOCH, HOFFMANN, HOFFMANN_EXPONENTS
 from analysis.laws.allocation import compute_optimal
-from analysis.recipes.synthetic import synthetic_isoflop_runs
+from analysis.synthetic.runs import synthetic_isoflop_runs
+from analysis.tables.published import EPOCH, HOFFMANN, HOFFMANN_EXPONENTS
 
 HOFFMANN_BUDGETS = (6e18, 1e19, 3e19, 6e19, 1e20, 3e20, 6e20, 1e21, 3e21)
 """Hoffmann et al. 2022, sec. 3.2: "9 different training FLOP counts (ranging from 6e18 to

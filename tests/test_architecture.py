@@ -221,7 +221,7 @@ ANALYSIS_BASE = ("errors", "atomic", "progress")
 """analysis's top-level modules, below every folder: they import only each other."""
 
 ANALYSIS_FOLDERS = ("tables", "laws", "solvers", "fit", "isoflop", "recipes", "adaptive", "transfer",
-                    "plots", "report")
+                    "synthetic", "plots", "report")
 """analysis's folders, in import order: a module imports only its own folder, the folders
 before it and the base modules (docs/architecture.md draws them)."""
 

@@ -42,7 +42,7 @@ only Python warnings:
   < 2) or a 95% profile interval that runs to the box (fit/saturation_identified.py) are
   listed in ``not_identified``;
 - when stage 1 was run here, its runs are resampled ``base_resamples`` times and both
-  stages refitted (fit/base_dependence.py): a constant that moves over more than a decade
+  stages refitted (fit/saturation_identified.py, base_dependence): a constant that moves over more than a decade
   with the base is listed too. Stage 2's profile is conditional on the base and cannot see
   this; on Muennighoff et al.'s own 182 C4 runs it is what decides (docs/fit_diagnostics.md).
 
@@ -61,9 +61,13 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError, IdentifiabilityWarning
-from analysis.fit.base_dependence import BASE_RESAMPLES, base_dependence
 from analysis.fit.fit import FitResult, fit_law
-from analysis.fit.saturation_identified import SATURATION, not_identified
+from analysis.fit.saturation_identified import (
+    BASE_RESAMPLES,
+    SATURATION,
+    base_dependence,
+    not_identified,
+)
 from analysis.laws.laws import Chinchilla, DataConstrained
 
 __all__ = ["BASE_NAMES", "STAGE1_MARGIN", "fit_data_constrained", "fit_stage1", "stage1_filter",

@@ -21,7 +21,7 @@ A, B, E free and untied, alpha and beta free or tied to each other; "grid" other
    gradient, ftol 1e-15, gtol 1e-10); the lowest objective wins.
 5. Diagnose: a free parameter at its box bound is named in ``warnings``
    (diagnostics.bound_warnings), so is one that the data leave open towards a bound
-   (open_sides.py), a flat Hessian valley and too few points per parameter
+   (diagnostics.py, open_side_warnings), a flat Hessian valley and too few points per parameter
    (diagnostics.identifiability_warnings); each is also raised as an
    ``IdentifiabilityWarning``. ``starts_converged`` is the share of the continued starts
    that reached the best objective (starts.share_converged). Curved valleys need
@@ -52,12 +52,12 @@ from typing import Any
 
 import numpy as np
 
-from analysis.laws.checks import check_fit_data, column_array, point_weights, require_points
-from analysis.fit.diagnostics import bound_warnings, identifiability_warnings
 from analysis.errors import AnalysisInputError, FitBudgetWarning, IdentifiabilityWarning
-from analysis.laws.laws import Law, get_law
+from analysis.fit.diagnostics import bound_warnings, identifiability_warnings, open_side_warnings
+from analysis.laws.checks import check_fit_data, column_array, point_weights, require_points
 from analysis.laws.fit_objective import Objective
-from analysis.fit.open_sides import open_side_warnings
+from analysis.laws.laws import Law, get_law
+from analysis.laws.tie import coordinates
 from analysis.progress import FitClock, ProgressFn, progress_fn
 from analysis.solvers.search import (
     KEEP,
@@ -67,7 +67,6 @@ from analysis.solvers.search import (
 )
 from analysis.solvers.starts import MAX_GRID, box, share_converged, start_points
 from analysis.solvers.varpro import varpro_applies, varpro_starts
-from analysis.laws.tie import coordinates
 
 __all__ = [
     "KEEP",

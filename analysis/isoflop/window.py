@@ -26,7 +26,7 @@ __all__ = ["DEFAULT_WINDOW", "window_mask"]
 
 DEFAULT_WINDOW = 8.0
 """w: keep N within a factor 8 (0.9 decades) of the lowest-loss N. Chosen on the
-realistic synthetic study of ``bench/isoflop_study.py`` (``analysis.isoflop.realistic``:
+realistic synthetic study of ``bench/isoflop_study.py`` (``analysis.synthetic.isoflop_realistic``:
 240 sweeps, loss noise 0.005-0.02 nats, off-centre lopsided ladders of 3-12 sizes, 4-8
 budgets; docs/isoflop.md), parabola: median |a error| 1.03%, the lowest (w = 4: 1.14%,
 6: 1.09%, 12: 1.06%, 16: 1.10%, 32: 1.20%, all points: 1.32%; the interpolated argmin
@@ -35,7 +35,7 @@ all: 38); the truth in the widened 95% CI in 234 of 235. At this noise a narrowe
 window leaves too few points to pin the vertex and a wider one lets the asymmetric
 valley (α != β) pull it; 6 to 16 are within the study's own noise of each other. The
 old default, 16, was chosen on near-noiseless hand-written sweeps
-(``analysis.isoflop.synthetic``, noise 0.1-1% relative); on Porian et al. 2024's 15
+(``analysis.synthetic.isoflop``, noise 0.1-1% relative); on Porian et al. 2024's 15
 configurations (arXiv 2406.19146) 8 also beat it (median 1.9% against 2.3%, worst 5.3%
 against 6.5%, as measured on the realistic study)."""
 

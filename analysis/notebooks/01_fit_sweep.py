@@ -54,7 +54,7 @@ from analysis.plots.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_resid
 from analysis.tables.layout import RUNS_FILE, runs_file
 from analysis.tables.records_scan import scan_records
 from analysis.recipes.recipe_asymptote import recipe_laws
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 
 if SWEEP:
     sweep = Path(SWEEP)

@@ -66,7 +66,7 @@ from analysis.tables.records_scan import scan_records
 from analysis.tables.select import select_runs
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.norms import norm_check, output_norms
-from analysis.transfer.synthetic import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
+from analysis.synthetic.transfer import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
 from analysis.transfer.transfer import fit_transfer
 
 

@@ -9,8 +9,9 @@
 - ``holdout``: the law refitted without the largest size(s), checked on them;
 - ``norms``: the output-layer norm at each size's optimum (Filatov et al. 2025, arXiv
   2510.03871), its constancy, and hp* predicted from the norm alone;
-- ``rule``: the law as a sweep spec's derive rule;
-- ``synthetic``: sweeps with a known optimum, for tests and docs.
+- ``rule``: the law as a sweep spec's derive rule.
+
+Sweeps with a known optimum, for tests and docs: ``analysis.synthetic.transfer``.
 
 Imports only the folders before it (tables, fit) and the base modules.
 """

@@ -8,7 +8,7 @@ from _cli_exit import exit_code as run
 from _cli_exit import run_cli
 
 from analysis.fit.prediction import holdout_largest_2d, simulate_2d
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 
 
 @pytest.fixture()

@@ -72,7 +72,7 @@ def _runs(one_epoch_U, per_U: int, seed: int, sigma: float) -> pl.DataFrame:
 
 def test_a_loose_base_flags_the_constants_a_firm_one_recovers_them():
     # 9 single-epoch runs over U in [1e9, 4e9] leave the base loose: each constant then moves
-    # over more than a decade across refits of the base (fit/base_dependence.py) although
+    # over more than a decade across refits of the base (fit/saturation_identified.py, base_dependence) although
     # stage 2's conditional profile is not flat for both.
     weak = fit_data_constrained(_runs((1e9, 2e9, 4e9), 3, seed=2, sigma=0.01), warn=False)
     assert set(weak.not_identified) == {"R_D", "R_N"}

@@ -109,7 +109,7 @@ def test_a_parameter_at_its_bound_is_named_and_warned(case, seed, expected):
 def test_a_parameter_drifting_to_a_bound_is_never_silent(case, seed, expected):
     # Over 5 noise draws the fit ends at the bound or stops short of it (the objective is
     # flat out there); either way each parameter is named: "at its bound" or in the
-    # open-towards-a-bound warning (open_sides.py). Measured: of the 30 (draw, parameter)
+    # open-towards-a-bound warning (diagnostics.py, open_side_warnings). Measured: of the 30 (draw, parameter)
     # pairs, 20 end at the bound; the other 10 are named by the open-side check alone.
     for draw in range(5):
         law, data, fixed = case(draw)
@@ -175,7 +175,7 @@ def test_profile_flags_a_curved_valley_the_hessian_check_misses():
     assert prof.ci[0] < MUENNIGHOFF["R_D"] < prof.ci[1]
     assert np.all(prof.rise[prof.values > prof.estimate] < prof.threshold)
     assert not fit.profile("R_N").flat  # R_N* is pinned by the runs with excess parameters
-    # The every-fit check (open_sides.py) names R_D* on this draw too.
+    # The every-fit check (diagnostics.py, open_side_warnings) names R_D* on this draw too.
     (msg,) = [w for w in fit.warnings if w.startswith("open towards")]
     assert "R_D (upper e^14)" in msg and "R_N" not in msg
 

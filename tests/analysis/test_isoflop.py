@@ -10,7 +10,7 @@ from _cli_exit import exit_code as _cli
 from analysis import AnalysisInputError, fit_isoflops, load_epoch_chinchilla
 from analysis.plots.isoflop import plot_isoflops
 from analysis.plots.plots import save_figure
-from analysis.recipes.synthetic import synthetic_isoflop_runs
+from analysis.synthetic.runs import synthetic_isoflop_runs
 from analysis.tables.published import HOFFMANN, HOFFMANN_EXPONENTS
 
 TRUE_A = HOFFMANN["beta"] / (HOFFMANN["alpha"] + HOFFMANN["beta"])  # 0.4516

@@ -1,4 +1,4 @@
-"""Approach 2's default on the realistic synthetic study (``analysis.isoflop.realistic``:
+"""Approach 2's default on the realistic synthetic study (``analysis.synthetic.isoflop_realistic``:
 loss noise 0.005-0.02 nats, off-centre lopsided ladders of 3-12 sizes, 4-8 budgets,
 α != β; docs/isoflop.md), and the warning for a budget whose vertex the bootstrap loses."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from analysis.errors import AnalysisInputError
 from analysis.isoflop.isoflop import LOST_SHARE, fit_isoflops
-from analysis.isoflop.realistic import realistic_points, realistic_study
-from analysis.isoflop.synthetic import study_designs, sweep_points
+from analysis.synthetic.isoflop_realistic import realistic_points, realistic_study
+from analysis.synthetic.isoflop import study_designs, sweep_points
 
 # The truth: a = β/(α+β) of each drawn Chinchilla law. The default (window 8, parabola,
 # two-stage line) over the 72 sweeps of seeds 0-2 (bench/isoflop_study.py, 200

@@ -1,6 +1,6 @@
 """Approach 2's window, interpolate-then-argmin method, derived-C grouping, < 3-budget
 warning and choice-widened CI, on synthetic sweeps with a known exponent
-(``analysis.isoflop.synthetic``: Chinchilla-form losses, a = β/(α+β))."""
+(``analysis.synthetic.isoflop``: Chinchilla-form losses, a = β/(α+β))."""
 
 import numpy as np
 import polars as pl
@@ -8,7 +8,7 @@ import pytest
 
 from analysis.isoflop.interp import fit_budget_interp
 from analysis.isoflop.isoflop import fit_isoflops
-from analysis.isoflop.synthetic import SweepDesign, study_designs, sweep_points
+from analysis.synthetic.isoflop import SweepDesign, study_designs, sweep_points
 from analysis.isoflop.window import DEFAULT_WINDOW, window_mask
 
 # Targets set for approach 2 on Porian et al. 2024's 15 configurations, here on 15

@@ -34,7 +34,7 @@ def test_analysis_imports_neither_torch_nor_scalelab():
     code = (
         "import sys, analysis, analysis.plots.plots, analysis.report.report\n"
         "import analysis.recipes, analysis.fit.power_law\n"
-        "import analysis.recipes.synthetic, analysis.fit.constrained, analysis.fit.bootstrap\n"
+        "import analysis.synthetic.runs, analysis.fit.constrained, analysis.fit.bootstrap\n"
         "bad = [m for m in ('torch', 'scalelab') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

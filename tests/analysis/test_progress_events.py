@@ -21,7 +21,7 @@ from analysis.progress import (
 )
 from analysis.tables.runs import prepare_runs
 from analysis.report.sweep_report import write_sweep_report
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 
 
 @pytest.fixture(scope="module")

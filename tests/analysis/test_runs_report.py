@@ -12,7 +12,7 @@ from analysis.plots.plots import (
     save_figure,
 )
 from analysis.report.report import write_report
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 
 
 def test_prepare_runs_excludes_diverged_and_incomplete_with_notes():

@@ -1,4 +1,4 @@
-"""analysis.transfer on synthetic sweeps with a known law (analysis.transfer.synthetic).
+"""analysis.transfer on synthetic sweeps with a known law (analysis.synthetic.transfer).
 
 Truth: hp*(N) = 0.03 · N^-0.35, loss = L0(N) + 0.05 (ln hp - ln hp*)² + noise 0.003, 7 hp
 values a factor 2 apart per size, grids off-centre by up to half a step. Measured over 200
@@ -17,7 +17,7 @@ from analysis import TransferFit, fit_transfer
 from analysis.errors import AnalysisInputError
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.optimum import fit_window
-from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 
 SIZES = np.geomspace(5e3, 3e5, 6)
 TRUTH = TransferTruth()

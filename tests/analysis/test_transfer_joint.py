@@ -19,7 +19,7 @@ from analysis import fit_transfer
 from analysis.errors import AnalysisInputError
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.profile import profile_cells
-from analysis.transfer.synthetic import JointTruth, synthetic_joint_sweep
+from analysis.synthetic.transfer import JointTruth, synthetic_joint_sweep
 
 SIZES = np.geomspace(5e3, 3e5, 6)
 TRUTH = JointTruth()

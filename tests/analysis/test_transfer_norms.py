@@ -8,7 +8,7 @@ import polars as pl
 
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.norms import cell_log_norms, norm_check, output_norms
-from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 from analysis.transfer.transfer import fit_transfer
 
 SIZES = np.geomspace(5e3, 3e5, 6)

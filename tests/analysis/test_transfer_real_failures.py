@@ -28,7 +28,7 @@ from analysis import fit_transfer
 from analysis.errors import AnalysisInputError
 from analysis.transfer.optimum import locate_optima
 from analysis.transfer.profile import profile_cells
-from analysis.transfer.synthetic import (
+from analysis.synthetic.transfer import (
     LrBatchTruth,
     TransferTruth,
     synthetic_lr_batch_study,

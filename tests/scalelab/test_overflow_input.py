@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from test_bad_input import assert_one_line, cli, write
 
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 
 BIG40 = "1" + "0" * 39
 BIG400 = "1" + "0" * 400

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "sweep"))  # landscape_
 from landscape_train import landscape
 
 from analysis.progress import BootstrapProgress
-from analysis.recipes.synthetic import synthetic_runs
+from analysis.synthetic.runs import synthetic_runs
 from scalelab.cli import main
 from scalelab.cli import progress as cli_progress
 from scalelab.cli.progress import ProgressOutput

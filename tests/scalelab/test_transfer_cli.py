@@ -1,5 +1,5 @@
 """``scalelab transfer`` on a fake sweep directory (runs.parquet and per-run norms.parquet
-from analysis.transfer.synthetic; nothing is trained), in-process."""
+from analysis.synthetic.transfer; nothing is trained), in-process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 from _cli_exit import exit_code
 
-from analysis.transfer.synthetic import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
+from analysis.synthetic.transfer import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
 from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
 
 SIZES = np.geomspace(5e3, 3e5, 6)

@@ -1,5 +1,5 @@
 """``scalelab transfer --predict`` and the figure's law (issue 34, item 7), on synthetic
-sweeps with a known optimum (``analysis.transfer.synthetic``; nothing is trained).
+sweeps with a known optimum (``analysis.synthetic.transfer``; nothing is trained).
 
 Truth: optim.lr* = 0.03 · N^-0.35 (``TransferTruth()``), 7 lr values a factor 2 apart per
 size, per-run loss noise 0.003. Tolerances, written down:
@@ -25,7 +25,7 @@ import pytest
 from _cli_exit import exit_code
 
 from analysis.tables.layout import RUNS_FILE, RUNS_FOLDER
-from analysis.transfer.synthetic import TransferTruth, synthetic_sweep
+from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 
 TRUTH = TransferTruth()
 SIZES = np.geomspace(5e3, 3e5, 6)  # 5k .. 300k

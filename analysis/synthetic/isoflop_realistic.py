@@ -4,7 +4,7 @@ compute-optimal exponent. The study on which approach 2's defaults are chosen
 
 Loss: the Chinchilla form L(N, D) = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv
 2203.15556, eq. 2) along D = C/(6N), whose optimum N*(C) = G (C/6)^a, a = β/(α+β)
-(their eq. 4) is the truth. Unlike ``analysis.isoflop.synthetic`` (hand-written designs,
+(their eq. 4) is the truth. Unlike ``analysis.synthetic.isoflop`` (hand-written designs,
 relative noise of 0.1-1%), every ingredient here is drawn from the ranges seen in
 published isoFLOP sweeps (Hoffmann et al. Fig. 3: 9 budgets of ~10 runs; Porian et al.
 2024, arXiv 2406.19146, sec. 2 and App. A: 4-16 budgets a factor 2 to 4 apart, model
