@@ -23,6 +23,7 @@ import math
 
 import pytest
 import torch
+from _regression import final_mse
 from torch import nn
 
 import optim
@@ -93,34 +94,10 @@ def test_moment_state_bytes_are_half_of_fp32_adamw():
     assert 2 * _state_bytes(half) == _state_bytes(fp32)
 
 
-def _regression(make, bf16: bool) -> float:
-    """test_sr_training.py's task: a 16-32-4 tanh MLP student of a fixed teacher, weights at 4x
-    init (most updates under half a bf16 ulp), 300 full-batch steps at lr 1e-3."""
-    torch.manual_seed(0)
-    teacher = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
-    x = torch.randn(256, 16)
-    y = teacher(x).detach()
-    torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(4.0)
-    if bf16:
-        model = model.to(torch.bfloat16)
-    opt = make(model.parameters())
-    xin = x.to(next(model.parameters()).dtype)
-    for _ in range(300):
-        opt.zero_grad()
-        (model(xin).float() - y).square().mean().backward()
-        opt.step()
-    with torch.no_grad():
-        return (model(xin).float() - y).square().mean().item()
-
-
 def test_loss_with_bf16_moments_is_close_to_fp32_adamw():
-    fp32 = _regression(lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.0), bf16=False)
-    sr32 = _regression(lambda ps: optim.AdamW(ps, lr=1e-3, weight_decay=0.0, stochastic_rounding=True), bf16=True)
-    sr16 = _regression(lambda ps: optim.AdamW(ps, lr=1e-3, weight_decay=0.0, stochastic_rounding=True,
+    fp32 = final_mse(lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.0), bf16=False)
+    sr32 = final_mse(lambda ps: optim.AdamW(ps, lr=1e-3, weight_decay=0.0, stochastic_rounding=True), bf16=True)
+    sr16 = final_mse(lambda ps: optim.AdamW(ps, lr=1e-3, weight_decay=0.0, stochastic_rounding=True,
                                               moment_dtype=torch.bfloat16), bf16=True)
     print(f"final MSE: fp32 torch.optim.AdamW {fp32:.5f}, SR-AdamW fp32 moments {sr32:.5f}, "
           f"bf16 SR moments {sr16:.5f}")

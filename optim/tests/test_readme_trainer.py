@@ -98,9 +98,19 @@ def _full(model: nn.Module) -> dict[str, torch.Tensor]:
             for n, p in model.named_parameters()}
 
 
+def _sharded_net() -> Net:
+    """A ``Net`` with every layer and the root ``fully_shard``ed (FSDP2, Shard(0) rows)."""
+    from torch.distributed.fsdp import fully_shard
+
+    net = Net()
+    for sub in (net.embed, net.qkv, net.proj, net.fc, net.lm_head):
+        fully_shard(sub)
+    fully_shard(net)
+    return net
+
+
 def _worker(rank, world, init_file, out):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    from torch.distributed.fsdp import fully_shard
 
     block = readme_block("## Muon in your trainer")
     res = {}
@@ -108,10 +118,7 @@ def _worker(rank, world, init_file, out):
     run_block(block, ref, batches(STEPS))
     res["ref"] = _full(ref)
 
-    net = Net()
-    for sub in (net.embed, net.qkv, net.proj, net.fc, net.lm_head):
-        fully_shard(sub)
-    fully_shard(net)
+    net = _sharded_net()
     model = Trainer(net)
     scope = run_block(block, model, batches(STEPS, rank, world))
     opt = scope["opt"]
@@ -121,10 +128,7 @@ def _worker(rank, world, init_file, out):
     res["fsdp"] = _full(model)
 
     # the same recipe with fused_qkv="whole": what silently switching to whole would give
-    whole = Net()
-    for sub in (whole.embed, whole.qkv, whole.proj, whole.fc, whole.lm_head):
-        fully_shard(sub)
-    fully_shard(whole)
+    whole = _sharded_net()
     run_block(block.replace("muon_param_groups(model, ", "muon_param_groups(model, fused_qkv='whole', "),
               Trainer(whole), batches(STEPS, rank, world))
     res["fsdp_whole"] = _full(Trainer(whole))
@@ -134,10 +138,7 @@ def _worker(rank, world, init_file, out):
     ref = Trainer(Net())
     run_block(scion_block, ref, batches(STEPS))
     res["scion_ref"] = _full(ref)
-    net = Net()
-    for sub in (net.embed, net.qkv, net.proj, net.fc, net.lm_head):
-        fully_shard(sub)
-    fully_shard(net)
+    net = _sharded_net()
     run_block(scion_block, Trainer(net), batches(STEPS, rank, world))
     res["scion_fsdp"] = _full(Trainer(net))
 

@@ -9,8 +9,7 @@ The three arms share data, init and everything but the parameter precision and r
 bf16-RTN is ``optim.AdamW`` without SR (fp32 moments), so only the final rounding differs.
 """
 
-import torch
-from torch import nn
+from _regression import final_mse
 
 import optim
 
@@ -23,26 +22,8 @@ RTN_FACTOR = 2.0
 
 
 def _train(mode: str) -> float:
-    torch.manual_seed(0)
-    teacher = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
-    x = torch.randn(256, 16)
-    y = teacher(x).detach()
-    torch.manual_seed(1)
-    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(4.0)
-    if mode != "fp32":
-        model = model.to(torch.bfloat16)
-    opt = optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, stochastic_rounding=mode == "sr", seed=0)
-    xin = x.to(next(model.parameters()).dtype)
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = (model(xin).float() - y).square().mean()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        return (model(xin).float() - y).square().mean().item()
+    return final_mse(lambda ps: optim.AdamW(ps, lr=LR, weight_decay=0.0, stochastic_rounding=mode == "sr", seed=0),
+                     bf16=mode != "fp32", steps=STEPS)
 
 
 def test_sr_near_fp32_and_rtn_worse():
