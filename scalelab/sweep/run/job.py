@@ -10,11 +10,12 @@
   start is refused in one line (stderr and status.json's ``error``), the run is FAILED,
   and ``scalelab retry --failed`` rewrites the file from the spec and trains the planned
   config. Neither id known (a job of another kind): nothing to compare.
-- ``python -m scalelab.sweep.run.job RUN_DIR [--target module:function] [--run-id ID]``: the same, as the
-  process the local backend and Slurm jobs start. Exit 0 COMPLETED / PREEMPTED / TIMEOUT
-  (a clean stop), 3 DIVERGED, 1 FAILED. SIGUSR2 (submitit's preemption signal, which
-  Slurm also delivers to child processes) is turned into SIGUSR1, the train loop's
-  "checkpoint and stop" signal.
+- ``python -m scalelab.sweep.run.job RUN_DIR [--target module:function] [--run-id ID]``:
+  the same, as the process the local backend and Slurm jobs start (``--run-id``: the
+  ``JobSpec``'s). Exit 0 COMPLETED / PREEMPTED / TIMEOUT (a clean stop), 3 DIVERGED,
+  1 FAILED. SIGUSR2 (submitit's preemption signal, which Slurm also delivers to child
+  processes) is turned into SIGUSR1, the train loop's "checkpoint and stop" signal.
+  While the target trains, the job refreshes the run's claim (``lock.heartbeat``).
 - ``SlurmRun``: the submitit ``Checkpointable`` a Slurm job runs. It starts the process
   above with the torchrun environment of its task (RANK, WORLD_SIZE, LOCAL_RANK,
   MASTER_ADDR, MASTER_PORT) and waits. On preemption or timeout submitit calls
@@ -22,8 +23,9 @@
   stopped, and hand submitit the same job to requeue; the requeued job resumes from
   the run's training checkpoint. After ``max_num_timeout`` time limits (submitit's, 3)
   submitit requeues no more and the job ends FAILED in sacct: the run is then TIMEOUT in
-  status.json, with the command that resumes it (``not_requeued``). Training in a child process keeps the train loop's own
-  signal handling intact and the job's memory clean across requeues.
+  status.json, with the command that resumes it (``not_requeued``). Training in a child
+  process keeps the train loop's own signal handling intact and the job's memory clean
+  across requeues.
 """
 
 from __future__ import annotations
