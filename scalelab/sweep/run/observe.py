@@ -5,7 +5,8 @@ killed before it could write (``scancel``, a node failure, a launcher killed wit
 the scheduler's verdict and the run's claim fill the gap:
 
 - COMPLETED / DIVERGED on disk are final, whatever else says.
-- A live claim (a queued or running job, a live local process), or a live scheduler job
+- A live claim (a queued or running job; a claim with a fresh heartbeat whose process on
+  this host is the one that claimed: ``lock.is_live``), or a live scheduler job
   that last ran it, means the run is taken:
   RUNNING when it trains, PREEMPTED/TIMEOUT while requeued, else PENDING.
 - Otherwise the scheduler's final state for the run's last job wins over a stale
@@ -14,7 +15,8 @@ the scheduler's verdict and the run's claim fill the gap:
   A PREEMPTED run whose job ended FAILED or TIMEOUT was not requeued (submitit stops
   requeueing after ``max_num_timeout`` time limits, and its job then ends FAILED): it
   reads TIMEOUT, with ``OUT_OF_REQUEUES`` in its note; ``sweep`` resumes it.
-- A corrupt status.json (``store.status.CorruptStatus``) counts as FAILED, with the file
+- A corrupt or damaged status.json (``store.status.CorruptStatus``: no run status, or
+  one whose digest, run id or records disagree with it) counts as FAILED, with the file
   and why in ``RunView.corrupt`` and ``note`` (said once per file on stderr): ``sweep``
   skips the run, ``retry --failed`` sets the file aside and reruns it, ``status`` and
   ``collect`` show it. An unreadable claim holds nothing (``lock.UnreadableClaim``).
