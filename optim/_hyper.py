@@ -23,7 +23,8 @@ What this module does, and the rules the optimizers follow:
   through ``as_tensor``: plain tensor arithmetic, which Dynamo makes a graph input once the
   float has changed (automatic dynamic floats and its "tensorify" pass). That costs one
   recompile, which the first step's (the lazy state) absorbs: 2 graphs in 20 steps of
-  OneCycleLR (optim/tests/test_compile_schedules.py in the scalelab repository).
+  OneCycleLR, and of ``group["lr"] = x`` float writes every step
+  (optim/tests/test_compile_schedules.py in the scalelab repository).
 - Eager code reads no tensor on the host: a tensor lr (or a user's tensor momentum, betas,
   weight decay) enters the update as tensor arithmetic.
 
