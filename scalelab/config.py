@@ -27,6 +27,11 @@ within what torch, numpy and the distillation sampler's seed arithmetic take."""
 MEMBER_LIMIT = 10_000
 """Ensemble members are 0..9999: each is a full training run, and a plan holds every run
 in memory (a spec's ``members`` is at most this)."""
+NS_STEPS_LIMIT = 100
+"""Newton-Schulz iterations per optimizer step are at most 100: each multiplies every
+hidden matrix three times (a step's optimizer work again), and the published schedules
+use 5 (KellerJordan/Muon) to 8 (Polar Express, arXiv 2505.16932); their quintic reaches
+its fixed point long before 100."""
 DEVICES = ("auto", "cpu", "cuda")
 """Devices a run trains on (``train.device``) and ``scalelab ensemble --device`` evaluates
 on: these, or ``cuda:N`` (GPU N of the node)."""
@@ -125,8 +130,8 @@ class OptimConfig:
     """Muon momentum mu / Scion's 1 - alpha."""
     nesterov: bool = True
     """Nesterov momentum for Muon (U = G + mu*M)."""
-    ns_steps: int = strict.bounded(5, ge=1)
-    """Newton-Schulz iterations per Muon/Scion step."""
+    ns_steps: int = strict.bounded(5, ge=1, le=NS_STEPS_LIMIT)
+    """Newton-Schulz iterations per Muon/Scion step, at most ``NS_STEPS_LIMIT``."""
     ns_coefficients: str = "jordan"
     """Newton-Schulz preset, e.g. 'jordan' (KellerJordan/Muon) or 'polar_express'
     (Polar Express, arXiv 2505.16932)."""
@@ -262,8 +267,9 @@ class DistillConfig:
     still runs data.epochs passes, so steps = U·E / (batch · (1 - w))."""
     synthetic_tokens: int = strict.bounded(0, ge=0)
     """Teacher tokens to generate (whole sequences of data.seq_len + 1); required when w > 0."""
-    prompt_len: int = strict.bounded(1, ge=1)
-    """Real-data prefix tokens that start each generated sequence."""
+    prompt_len: int = strict.bounded(1, ge=1, note="and at most data.seq_len")
+    """Real-data prefix tokens that start each generated sequence: at most data.seq_len, so
+    each sequence of seq_len + 1 tokens samples at least one."""
     temperature: float = strict.bounded(1.0, gt=0)
     """Sampling temperature of the teachers (1 in Kim et al.)."""
     seed: int = strict.bounded(0, ge=0, lt=SEED_LIMIT)
@@ -303,6 +309,10 @@ class RunConfig:
     """Also log to Weights & Biases (offline unless WANDB_MODE says otherwise). Operational."""
 
     def __post_init__(self) -> None:
+        if self.distill.prompt_len > self.data.seq_len:
+            raise UserError(f"prompt_len={strict.shown(self.distill.prompt_len)} is more than "
+                            f"data.seq_len={self.data.seq_len}: a generated sequence holds "
+                            "seq_len + 1 tokens, at least one of them sampled", key="distill.prompt_len")
         limit = val_windows_limit(self.data)
         if self.train.eval_batches > limit:
             raise UserError(

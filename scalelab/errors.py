@@ -77,6 +77,27 @@ def disk_full_error(err: BaseException) -> OSError | None:
     return OSError(code, os.strerror(code)) if code in DISK_FULL else None
 
 
+_ALLOCATOR = re.compile(r"can't allocate memory|out of memory", re.IGNORECASE)
+"""How torch says an allocation failed (CPU: "DefaultCPUAllocator: can't allocate memory";
+CUDA: ``torch.OutOfMemoryError``, "CUDA out of memory")."""
+
+
+def out_of_memory_message(err: BaseException) -> str | None:
+    """One line for an allocation that failed (``MemoryError``, torch's allocator errors),
+    or None for any other error: the sizes in the input multiplied past this machine's
+    memory (a model shape, a batch, a sequence length), which no bound on a single field
+    can know."""
+    if isinstance(err, MemoryError):
+        detail = str(err) or "MemoryError"
+    elif isinstance(err, RuntimeError) and _ALLOCATOR.search(str(err)):
+        detail = next((line.strip() for line in str(err).splitlines() if _ALLOCATOR.search(line)),
+                      type(err).__name__)
+    else:
+        return None
+    return (f"out of memory ({detail[:300]}): lower the sizes that multiply into it (model "
+            "shape, batch, sequence length) or use a machine with more memory").translate(_LINE_BREAKS)
+
+
 def os_error_message(err: OSError) -> str:
     """One line for an ``OSError`` a command met on a path: ``PATH: what is wrong (strerror)``.
 

@@ -6,6 +6,8 @@ one line naming the path and what to do (``errors.os_error_message``), exit 2. S
 library's own error that quotes a full disk's errno in its text (polars' "(os error 28)",
 pyarrow's "[errno 28]": ``errors.disk_full_error``); the atomic writers
 (``scalelab.store.atomic``) turn the ones that do not quote it into ENOSPC naming the file.
+An allocation that fails (``MemoryError``, torch's allocator errors) is one line too
+(``errors.out_of_memory_message``), exit 2: sizes multiplied past the machine's memory.
 
 Each verb lives in its own module and registers on ``scalelab.cli.app.app``; add a new
 module's name to ``_VERB_MODULES``.
@@ -17,7 +19,13 @@ import importlib
 import sys
 
 from scalelab.cli.app import app
-from scalelab.errors import EXIT_BAD_INPUT, UserError, disk_full_error, os_error_message
+from scalelab.errors import (
+    EXIT_BAD_INPUT,
+    UserError,
+    disk_full_error,
+    os_error_message,
+    out_of_memory_message,
+)
 
 _VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next", "transfer")
 
@@ -60,11 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except exits as err:
         sys.exit(err.exit_code)
-    except Exception as err:  # a library's error caused by a full disk; anything else is a bug
+    except Exception as err:  # a full disk or memory; anything else is a bug, shown as one
         full = disk_full_error(err)
-        if full is None:
+        line = os_error_message(full) if full is not None else out_of_memory_message(err)
+        if line is None:
             raise
-        print(f"error: {os_error_message(full)}", file=sys.stderr)
+        print(f"error: {line}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     sys.exit(result if isinstance(result, int) else 0)
 

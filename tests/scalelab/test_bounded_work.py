@@ -161,3 +161,34 @@ def test_the_trainer_device_rule_is_the_config_rule():
                                         r"is unknown: expected auto, cpu, cuda or cuda:N \(did you mean 'cuda'\?\)$"):
         load_run_config(None, ["train.device=cdua"])
     assert load_run_config(None, ["train.device=cuda:1"]).train.device == "cuda:1"
+
+
+def test_newton_schulz_steps_and_prompt_len_are_bounded():
+    from scalelab.config import NS_STEPS_LIMIT
+
+    assert load_run_config(None, [f"optim.ns_steps={NS_STEPS_LIMIT}"]).optim.ns_steps == 100
+    with pytest.raises(UserError, match=r"optim.ns_steps: 100000000 is out of range: expected in \[1, 100\]"):
+        load_run_config(None, ["optim.ns_steps=100000000"])
+    assert load_run_config(None, ["distill.prompt_len=128"]).distill.prompt_len == 128
+    with pytest.raises(UserError, match=r"distill.prompt_len: prompt_len=129 is more than data.seq_len=128"):
+        load_run_config(None, ["distill.prompt_len=129"])
+
+
+def test_a_model_past_the_memory_is_one_line(tmp_path):
+    """A shape no single field's bound can know is too large (d_model 100,000: 40 GB per
+    attention matrix) fails its allocation: one line naming the cause, exit 2."""
+    import json
+    import subprocess
+
+    from test_blowups import _CAPPED
+
+    cap = 3 << 30  # under 1 GiB torch's threads crash before the allocation is tried
+    request = json.dumps([cap, ["train", str(TRAIN_CPU), "model.d_model=100000", "--run-dir",
+                                str(tmp_path / "run"), "-q"], {"OMP_NUM_THREADS": "1"}])
+    out = subprocess.run([sys.executable, "-c", _CAPPED, request], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=600)
+    code, stdout, stderr, peak = json.loads(out.stdout)
+    proc = subprocess.CompletedProcess([], code, stdout, stderr)
+    assert_one_line(proc, "out of memory (", "can't allocate memory",
+                    "lower the sizes that multiply into it (model shape, batch, sequence length)")
+    assert peak < 1 << 20, peak  # KiB: the embedding (100 MB) is allocated, the 40 GB matrix never

@@ -52,11 +52,12 @@ BAD = [
     ("train.eval_batches", 0, "base.train.eval_batches: 0 is out of range: expected >= 1"),
     ("train.checkpoint_every", 0, "base.train.checkpoint_every: 0 is out of range: expected >= 1"),
     ("train.log_every", 0, "base.train.log_every: 0 is out of range: expected >= 1"),
-    ("optim.ns_steps", -1, "base.optim.ns_steps: -1 is out of range: expected >= 1"),
+    ("optim.ns_steps", -1, "base.optim.ns_steps: -1 is out of range: expected in [1, 100]"),
+    ("optim.ns_steps", 101, "base.optim.ns_steps: 101 is out of range: expected in [1, 100]"),
 ]
 
 
-@pytest.mark.parametrize(("key", "value", "needle"), BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize(("key", "value", "needle"), BAD, ids=[f"{b[0]}={b[1]}" for b in BAD])
 def test_dry_run_refuses_what_training_refuses(tmp_path, key, value, needle):
     base = _nested(key, value)
     if key == "optim.ns_steps":
