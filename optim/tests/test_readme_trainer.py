@@ -183,18 +183,18 @@ class _AotEagerTorch(types.ModuleType):
         self.compile = lambda fn, **kw: torch.compile(fn, backend="aot_eager", **kw)
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_readme_compile_block_with_a_scheduler_builds_at_most_two_graphs(backend):
+def test_readme_compile_block_with_a_scheduler_builds_at_most_two_graphs():
     """The "Compile" block as written: 20 steps of OneCycleLR, fullgraph, <= 2 graphs, and the
-    weights of the same block run eagerly (compile replaced by the identity) within 1e-3
-    (bf16 NS: 20 x 0.02 x sqrt(3) x 2^-8 = 2.7e-3 would bound one ulp a step; seen ~1e-7)."""
+    weights of the same block run eagerly (compile replaced by the identity) within
+    20 x 0.02 x sqrt(3) x 2^-8 = 2.7e-3 (bf16 NS: one ulp of an update entry a step; seen: 0
+    with aot_eager, 6.0e-8 with Inductor, which CI leaves to test_compile_inductor.py: the
+    block's Inductor compile took ~40 s on 2 loaded cores)."""
     block = readme_block("### Compile")
     steps = 20
     torch._dynamo.reset()
     counters.clear()
     model = Trainer(Net())
-    tmod = _AotEagerTorch() if backend == "aot_eager" else torch
-    scope = run_block(block, model, batches(steps), total_steps=steps, torch=tmod)
+    scope = run_block(block, model, batches(steps), total_steps=steps, torch=_AotEagerTorch())
     graphs = counters["stats"]["unique_graphs"]
     assert 1 <= graphs <= 2, f"{graphs} graphs in {steps} steps"
     assert scope["sched"].last_epoch == steps
@@ -204,5 +204,5 @@ def test_readme_compile_block_with_a_scheduler_builds_at_most_two_graphs(backend
     ref = Trainer(Net())
     run_block(block, ref, batches(steps), total_steps=steps, torch=eager_torch)
     diff = _max_diff(_full(model), _full(ref))
-    print(f"{backend}: {graphs} graphs; max |compiled - eager| {diff:.2e}")
+    print(f"aot_eager: {graphs} graphs; max |compiled - eager| {diff:.2e}")
     assert diff <= steps * LR * math.sqrt(3) * 2**-8
