@@ -25,7 +25,7 @@ import typer
 
 from analysis.recipes.names import REF_WD
 from scalelab.cli.app import app
-from scalelab.cli.recipe_options import RECIPE_HELP
+from scalelab.cli.recipe_options import RECIPE_HELP, REF_WD_HELP, check_ref_wd
 from scalelab.errors import UserError, did_you_mean
 
 RESAMPLE = ("sizes+seeds", "seeds")
@@ -37,7 +37,8 @@ def compare_cmd(
                                  "table of runs (.csv, .parquet; README 'Bring your own runs')."),
     recipe_a: str = typer.Argument(..., help="Recipe A (e.g. regularized)."),
     recipe_b: str = typer.Argument(..., help="Recipe B (e.g. standard)."),
-    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples (>= 2)."),
+    n_boot: int = typer.Option(1000, "--n-boot", help=(
+        "Bootstrap resamples: 2 to 100,000 (drawn up front: memory grows with resamples x runs).")),
     level: float = typer.Option(0.95, "--level", help="Confidence level, in (0, 1)."),
     resample: str = typer.Option(
         "sizes+seeds", "--resample",
@@ -46,8 +47,7 @@ def compare_cmd(
     recipe: list[str] = typer.Option(
         [], "--recipe", help=RECIPE_HELP),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
-    ref_wd: float = typer.Option(REF_WD, "--ref-wd",
-                                 help="Weight decay of the standard recipe (blocks)."),
+    ref_wd: float = typer.Option(REF_WD, "--ref-wd", help=REF_WD_HELP),
     root: Path | None = typer.Option(None, "--root",
                                      help="Sweeps root, when SWEEP is a spec file."),
 ) -> int:
@@ -62,6 +62,7 @@ def compare_cmd(
     if not 2 <= n_boot <= MAX_RESAMPLES:
         raise UserError(f"must be >= 2 and at most {MAX_RESAMPLES:,} (resamples are drawn up "
                         f"front), got {n_boot}", key="--n-boot")
+    check_ref_wd(ref_wd)
     if recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
     from analysis.errors import AnalysisInputError

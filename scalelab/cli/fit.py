@@ -33,6 +33,7 @@ import typer
 
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
+from scalelab.cli.resamples import BOOTSTRAP_HELP
 from scalelab.errors import UserError, did_you_mean
 from scalelab.store.layout import FIT_FOLDER, ensemble_evals_file
 
@@ -107,7 +108,7 @@ def fit_cmd(
     group_by: list[str] = typer.Option(
         [], "--group-by", help="Fit once per distinct value of this column (repeatable)."
     ),
-    bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
+    bootstrap: int = typer.Option(200, "--bootstrap", help=BOOTSTRAP_HELP),
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss (a "
                              "table's loss column: default its loss, final_loss, val_loss or "

@@ -61,7 +61,8 @@ def next_cmd(
                                       "regularized.E, else ranking (>= 2 recipes), else the "
                                       "one recipe's E."),
     recipe: list[str] = typer.Option([], "--recipe", help=RECIPE_HELP),
-    n: int = typer.Option(4, "-n", min=1, help="Runs to propose."),
+    n: int = typer.Option(4, "-n", min=1, help=(
+        "Runs to propose: at most the candidates not yet run, each once (a larger N proposes them all).")),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write the spec of the proposed runs here (default "
         "<sweep>/adaptive/next.yaml)."),

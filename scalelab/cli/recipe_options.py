@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scalelab.errors import UserError
 
-__all__ = ["RECIPE_HELP", "TARGET_CHOICES", "TARGET_HELP", "recipe_filters"]
+__all__ = ["RECIPE_HELP", "REF_WD_HELP", "TARGET_CHOICES", "TARGET_HELP", "check_ref_wd", "recipe_filters"]
 
 TARGET_CHOICES = ("regularized.E (default: the asymptote E of the tuned grid), NAME.E, ranking "
                   "(the recipes' order by E) or multiplier (E's data multiplier against the "
@@ -18,6 +18,18 @@ RECIPE_HELP = ("NAME=COND[,COND...]: a recipe as a set of runs (repeatable). CON
                "key=v1|v2 (any of them, e.g. block=adamw-x1|adamw-x3), key<value or "
                "'pl.col(...) ...'; ANDed. Default: extra.recipe, else Kim's tuned blocks "
                "(standard = weight decay 0.1, regularized = the whole grid), else one per block.")
+
+
+REF_WD_HELP = "Weight decay of the standard recipe (blocks): a finite number >= 0."
+
+
+def check_ref_wd(value: float) -> None:
+    """--ref-wd: a weight decay, finite and >= 0 (nan matches no run: every block would
+    silently count as another recipe)."""
+    import math
+
+    if not (math.isfinite(value) and value >= 0):
+        raise UserError(f"expected a weight decay: a finite number >= 0, got {value}", key="--ref-wd")
 
 
 def recipe_filters(options: list[str]) -> dict[str, tuple[str, ...]]:

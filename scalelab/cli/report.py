@@ -22,7 +22,8 @@ import typer
 from analysis.recipes.names import REF_WD
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
-from scalelab.cli.recipe_options import RECIPE_HELP, recipe_filters
+from scalelab.cli.recipe_options import RECIPE_HELP, REF_WD_HELP, check_ref_wd, recipe_filters
+from scalelab.cli.resamples import BOOTSTRAP_HELP
 from scalelab.cli.runs_table import (
     TABLE_LOSS,
     fresh_runs_table,
@@ -39,7 +40,7 @@ def report_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (holding runs.parquet or runs/), or "
                                  "a table of runs (.csv, .parquet; README 'Bring your own runs'): "
                                  "its report goes to <table stem>_report/ beside it."),
-    bootstrap: int = typer.Option(200, "--bootstrap", help="Seeded bootstrap resamples (0: none)."),
+    bootstrap: int = typer.Option(200, "--bootstrap", help=BOOTSTRAP_HELP),
     seed: int = typer.Option(0, "--seed", min=0, help="Bootstrap seed (>= 0)."),
     loss: str = typer.Option("final_loss", "--loss-column", help="final_loss or best_loss."),
     recipe: list[str] = typer.Option(
@@ -48,7 +49,7 @@ def report_cmd(
     reference: str | None = typer.Option(
         None, "--reference", help="Recipe the data multipliers are relative to (default: standard)."
     ),
-    ref_wd: float = typer.Option(REF_WD, "--ref-wd", help="Weight decay of the standard recipe (blocks)."),
+    ref_wd: float = typer.Option(REF_WD, "--ref-wd", help=REF_WD_HELP),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:
@@ -56,6 +57,7 @@ def report_cmd(
     from scalelab.cli.resamples import check_bootstrap
 
     check_bootstrap(bootstrap)
+    check_ref_wd(ref_wd)
     filters = recipe_filters(recipe)
     output = ProgressOutput.from_flags(log_format, quiet)
     with output:

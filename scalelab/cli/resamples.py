@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from scalelab.errors import UserError
 
-__all__ = ["check_bootstrap"]
+__all__ = ["BOOTSTRAP_HELP", "check_bootstrap"]
+
+BOOTSTRAP_HELP = ("Seeded bootstrap resamples: 0 (none) or 2 to 100,000 (drawn up front: 16 "
+                  "bytes per resample and point).")
 
 
 def check_bootstrap(resamples: int) -> None:

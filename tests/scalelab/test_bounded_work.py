@@ -192,3 +192,34 @@ def test_a_model_past_the_memory_is_one_line(tmp_path):
     assert_one_line(proc, "out of memory (", "can't allocate memory",
                     "lower the sizes that multiply into it (model shape, batch, sequence length)")
     assert peak < 1 << 20, peak  # KiB: the embedding (100 MB) is allocated, the 40 GB matrix never
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_ref_wd_is_a_finite_weight_decay(tmp_path, monkeypatch, command, value):
+    """nan matched no run, so every block silently counted as another recipe (exit 0)."""
+    from test_disk_full import TABLE
+
+    monkeypatch.chdir(tmp_path)
+    table = tmp_path / "runs.csv"
+    table.write_text(TABLE)
+    args = {"report": ["report", str(table), "-q", "--bootstrap", "0"],
+            "compare": ["compare", str(table), "a", "b", "--n-boot", "20"]}[command]
+    outcome = run_cli([*args, "--ref-wd", value])
+    assert outcome.code == 2 and not outcome.escaped, outcome.describe([])
+    assert outcome.stderr.strip() == (f"error: --ref-wd: expected a weight decay: a finite number >= 0, "
+                                      f"got {float(value)}")
+
+
+def test_tune_trials_are_bounded_before_the_spec_is_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli(["tune", str(tmp_path / "missing.yaml"), "--n-trials", "100000000"])
+    assert outcome.code == 2 and not outcome.escaped, outcome.describe([])
+    assert "Invalid value for '--n-trials'" in outcome.stderr and "10000" in outcome.stderr
+
+
+def test_the_resample_bound_in_the_help_is_the_one_enforced():
+    from analysis.fit.bootstrap import MAX_RESAMPLES
+    from scalelab.cli.resamples import BOOTSTRAP_HELP
+
+    assert f"2 to {MAX_RESAMPLES:,}" in BOOTSTRAP_HELP
