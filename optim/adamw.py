@@ -311,7 +311,8 @@ class AdamW(torch.optim.Optimizer):
 
     Args:
         params: iterable of params or param-group dicts.
-        lr: η >= 0 (float or 0-D tensor; a tensor avoids torch.compile recompiles, pytorch #130467).
+        lr: η >= 0 (float or 0-D tensor); each group holds it as a 0-D float64 tensor that LR
+            schedulers fill in place: no torch.compile recompile on change (``optim._hyper``).
         betas: (β1, β2), each in [0, 1).
         eps: >= 0, added to the bias-corrected sqrt(v).
         weight_decay: λ >= 0, decoupled: w ← w(1 - ηλ).

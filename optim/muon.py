@@ -207,7 +207,8 @@ class Muon(torch.optim.Optimizer):
             a batch of [d_out, d_in] matrices, each orthogonalised and shape-scaled on its own (one
             batched Newton-Schulz call), instead of flattened to [d_out, d_in·k·k] like a conv
             filter (the default, False; not for FSDP-sharded params).
-        lr: η >= 0 (float or 0-D tensor: no torch.compile recompiles on change, pytorch #130467).
+        lr: η >= 0 (float or 0-D tensor); each group holds it as a 0-D float64 tensor that LR
+            schedulers fill in place: no torch.compile recompile on change (``optim._hyper``).
         momentum: μ in [0, 1) (float or 0-D tensor).
         weight_decay: λ >= 0, decoupled, multiplied by the base lr (float or 0-D tensor).
         nesterov: U = G + μM instead of M.

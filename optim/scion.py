@@ -96,7 +96,8 @@ class Scion(torch.optim.Optimizer):
     Args:
         params: params or group dicts; a group may set lr, momentum, norm, norm_kwargs,
             scale, constrained, init.
-        lr: γ (float or 0-D tensor). LIONS-EPFL/scion's class default 1e-3.
+        lr: γ (float or 0-D tensor; held per group as a 0-D float64 tensor, ``optim._hyper``).
+            LIONS-EPFL/scion's class default 1e-3.
         momentum: β = 1 - α. Default 0.9 = the recommended α = 0.1 (LIONS-EPFL/scion);
             LIONS-EPFL/scion's class default α = 1 is ``momentum=0``.
         norm: an ``optim.lmo`` instance or its name ('Auto', 'Spectral', 'ColNorm', ...).
