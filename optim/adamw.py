@@ -250,6 +250,11 @@ def adamw_step_group_(
         lr, wd, beta1, beta2 = (as_tensor(x) for x in (lr, wd, beta1, beta2))
         decay = 1 - lr * wd  # w·1 is exact: no data-dependent branch in the graph
     else:
+        if torch.is_tensor(lr) and lr.device.type == "cpu" and ps[0].device.type != "cpu":
+            # a CPU lr for device params: its value, as torch.optim's foreach path does
+            # (``_to_scalar``; a CPU read, no device sync), so the device's fused foreach
+            # kernels get Python scalars (a CPU tensor scalar sends them to a per-tensor loop)
+            lr = lr.item()
         decay = None if not torch.is_tensor(wd) and wd == 0 else 1 - lr * wd
     states = [state[p] for p in ps]
     bc1, bc2_sqrt = bias_corrections([st["step"] for st in states], beta1, beta2)
