@@ -67,6 +67,8 @@ def _readers(sweep: Path) -> dict:
                 out[name] = call()
         except UserError as err:
             out[name] = ("error", str(err))
+        except Exception as err:  # noqa: BLE001 - a traceback at the CLI: the census counts it
+            out[name] = ("crash", f"{type(err).__name__}: {err}")
     return out
 
 
@@ -122,8 +124,11 @@ def test_no_single_bit_flip_in_a_sweep_file_changes_a_result_silently(pristine, 
         _flip(sweep / name, bit)
         got = _readers(sweep)
         errors = [v[1] for v in got.values() if isinstance(v, tuple) and v[:1] == ("error",)]
-        changed = [k for k, v in got.items() if not (isinstance(v, tuple) and v[:1] == ("error",))
+        crashed = [f"{k}: {v[1]}" for k, v in got.items() if isinstance(v, tuple) and v[:1] == ("crash",)]
+        changed = [k for k, v in got.items() if not (isinstance(v, tuple) and v[:1] in (("error",), ("crash",)))
                    and not _same(v, base[k])]
+        if crashed:
+            silent.append(f"{name} bit {bit}: a traceback, not one line: {crashed}")
         if changed:
             silent.append(f"{name} bit {bit}: {changed} changed with no error")
         for line in errors:

@@ -113,7 +113,9 @@ def test_a_run_the_spec_no_longer_plans_relaunches_only_with_its_own_config(tmp_
     # the sweep's spec.yaml now plans other runs: the FAILED one is a run of an earlier spec
     other = yaml.safe_load(spec.read_text())
     other["grid"] = {"optim.lr": [5e-3]}
-    (sweep / "spec.yaml").write_text(yaml.safe_dump(other))
+    from scalelab.store.sweep_files import write_sweep_bytes
+
+    write_sweep_bytes(sweep / "spec.yaml", yaml.safe_dump(other).encode())  # as a launch writes it
     planted = (ok / "config-input.yaml").read_text()
     own = (failed / "config-input.yaml").read_text()
     (failed / "config-input.yaml").write_text(planted)
