@@ -1,16 +1,16 @@
 """The recipe law of an adaptive study, its weighted fit and its Jacobian.
 
-    L(x) = A / x^B + E,   x = N / SCALE (``analysis.recipes.kim_law.SCALE``)
+    L(x) = A / x^B + E,   x = N / SCALE (``analysis.fit.power_law.SCALE``)
 
 Kim et al.'s recipe law (arXiv 2509.14786), fitted by the one engine of this law
-(``analysis.recipes.kim_law.fit_kim``: variable projection, polished by
+(``analysis.fit.power_law.fit_kim``: variable projection, polished by
 ``fit_law(PowerLaw(), loss="mse", space="linear")``) with per-point weights: a size's point
 is the mean of m seed replicates, whose variance is sigma^2 / m, so it weighs m. The report,
-``compare`` and ``next`` fit it there too. ``MIN_SIZES`` (sizes before an interval, with its
-measured reason) and ``SCALE`` are kim_law's; the adaptive modules import them from there.
+``compare`` and ``next`` fit it there too. ``identified.MIN_SIZES`` (sizes before an interval, with its
+measured reason) and ``power_law.SCALE``: the adaptive modules import them from there.
 
 The Jacobian of L in the natural parameters theta = (A, B, E), one row per x
-(``kim_law.jacobian``):
+(``power_law.jacobian``):
 
     dL/dA = x^-B,   dL/dB = -A ln(x) x^-B,   dL/dE = 1.
 """
@@ -28,7 +28,7 @@ __all__ = ["fit_points"]
 
 def fit_points(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float, float]:
     """Weighted least-squares (A, B, E) of A/x^B + E on >= 4 points (x, y, weights w)
-    (``kim_law.fit_kim``). Memoised on the points (a loop refits the same points while they
+    (``power_law.fit_kim``). Memoised on the points (a loop refits the same points while they
     do not change)."""
     key = tuple(np.asarray(v, dtype=float).tobytes() for v in (x, y, w))
     return _fit_cached(key)

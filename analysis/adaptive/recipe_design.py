@@ -16,7 +16,7 @@ planner's and the report's:
    seeds as the most replicated cell there (``behind`` = 0, the winner's-curse rule of
    ``target_fits``). A fixed design has no neighbours to walk to: its cells at a size *are*
    the search. Only settled sizes enter the fit (``target_fits.fit_target``:
-   ``recipe_asymptote``, the report's engine and interval, >= ``kim_law.MIN_SIZES`` sizes);
+   ``recipe_asymptote``, the report's engine and interval, >= ``identified.MIN_SIZES`` sizes);
 3. actions (``planner``): *settle N*, the planned cells of the recipe not yet tried at N
    (their first planned seed), or the best cell's missing seeds when it is behind; and,
    once ``MIN_SIZES`` sizes are settled, *replicate N*, one more seed of a settled size's

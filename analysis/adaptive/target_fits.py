@@ -22,11 +22,11 @@ per recipe. From the finished runs (a run frame with a ``loss`` column,
    seeds). The planner replicates such a cell until it is level (planner.py). On a complete
    grid every size is settled and the points are exactly the report's;
 4. the fit, its interval and whether E may be written at all: ``analysis.recipes.
-   recipe_asymptote.recipe_asymptote`` on the settled points (``kim_law.fit_kim``, weights m;
+   recipe_asymptote.recipe_asymptote`` on the settled points (``power_law.fit_kim``, weights m;
    the Wald/t interval of nonlinear least squares, Seber & Wild 1989, "Nonlinear
    Regression", ch. 5, E +- t_{n-3, (1+level)/2} sqrt(Cov_EE), Cov = s^2 (J'WJ)^-1,
    s^2 = SUM m_i r_i^2 / (n - 3); and its ``why_not``, e.g. "not identified: the loss rises
-   again with x ..."). With fewer than ``kim_law.MIN_SIZES`` settled sizes there is no fit yet.
+   again with x ..."). With fewer than ``identified.MIN_SIZES`` settled sizes there is no fit yet.
 
 The replicate scatter within cells (``SizePoints.within_ss``, ``within_dof``: "pure error",
 Draper & Smith 1998, "Applied Regression Analysis", sec. 2.1) is kept for the planner's

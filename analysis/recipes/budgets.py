@@ -4,7 +4,7 @@ the gain over the reference recipe persist at larger budgets?
 Kim, Kotha, Liang, Hashimoto 2025, "Pre-training under infinite compute" (arXiv 2509.14786)
 fit the regularized recipe's N -> inf asymptote at several token budgets and find the data
 efficiency gain holding as the budget grows. Here, for every budget U at which a recipe has
-runs of at least ``kim_law.MIN_SIZES`` sizes:
+runs of at least ``identified.MIN_SIZES`` sizes:
 
 - its points are the report's (``cells.best_cells``: per N the best cell by its seed mean)
   and its law and interval the report's (``recipe_asymptote``: A / N^B + E, a t-interval);

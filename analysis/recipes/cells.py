@@ -9,7 +9,7 @@ lowest mean loss over its seeds (ties: the cell with more seeds, then the first 
 order); its runs are that size's rows, each labelled by its seed (the first set of
 ``LABELS``, else the row), so that recipes that ran the same seeds at N are paired.
 
-The point of a size is then (x = N / ``kim_law.SCALE``, the cell's mean loss, m seeds):
+The point of a size is then (x = N / ``power_law.SCALE``, the cell's mean loss, m seeds):
 the weighted least-squares fit of the seed means with weights m has the optimum of the fit
 of every run (SUM_ij (f_i - y_ij)^2 = SUM_i m_i (f_i - ybar_i)^2 + const).
 

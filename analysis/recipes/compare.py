@@ -9,7 +9,7 @@ Each recipe's runs are a polars frame with one row per finished run:
 Rows sharing N are seed replicates of that recipe's chosen (tuned) cell at N, e.g. the
 runs ``analysis.recipes.infinite_compute`` would pick as a size's best cell, and its seeds. The
 law of each recipe is Kim et al.'s (arXiv 2509.14786) L(x) = A / x^B + E with
-x = N / ``scale`` (``kim_law.SCALE``), fitted by the one engine of this law (``recipe_asymptote``: the
+x = N / ``scale`` (``power_law.SCALE``), fitted by the one engine of this law (``recipe_asymptote``: the
 seed mean at x_i weighted by its m_i seeds, the optimum of the fit of every run), so E,
 its interval and whether it is identified are the report's and ``next``'s.
 
@@ -21,7 +21,7 @@ paired bootstrap. ``resample="sizes+seeds"`` (the default) is two-stage (Davison
    the same draw serves both recipes (a size is the pairing unit: whatever is special
    about the model at N, both recipes see it). A draw with fewer than ``min_sizes``
    distinct sizes is drawn again: a resample is a study the analysis would report
-   (``kim_law.MIN_SIZES`` sizes), not a three-point interpolation;
+   (``identified.MIN_SIZES`` sizes), not a three-point interpolation;
 2. stage 2, seeds: for each drawn size, that size's m seed replicates are drawn m times
    with replacement, per recipe; when both recipes ran the same seed labels at N (common
    init and data order) one draw of labels serves both.

@@ -6,7 +6,7 @@ prediction interval for a new observation (Seber & Wild 1989, "Nonlinear Regress
 the linearised (delta-method) interval):
 
     var(y0 - Lhat(x0)) = g0 Cov g0' + s^2 / w0,     g0 = dL/d(A, B, E) at x0 (1, 3),
-    Cov = s^2 (J'WJ)^-1,  s^2 = SSE / (n - k - 3)   (the refit's; ``kim_law``),
+    Cov = s^2 (J'WJ)^-1,  s^2 = SSE / (n - k - 3)   (the refit's; ``power_law``),
     PI = Lhat(x0) -/+ t_{n-k-3, (1+level)/2} sqrt(var).
 
 The interval is for the held-out *observation* (its noise included), so "covered" is the
@@ -103,7 +103,7 @@ def holdout_check(x, y, k: int = 1, level: float = 0.95, *, weights=None, name: 
     x (n,) the law's variable (N / 1e6), y (n,) losses, ``weights`` (n,) optional per-point
     weights (e.g. seeds averaged per size: a point's variance is s^2 / w). Several points at
     the largest x (seeds not averaged) are held out together as the k largest distinct x.
-    ``polish``: polish the refit with fit_law (``kim_law.fit_kim``; False: the profiled
+    ``polish``: polish the refit with fit_law (``power_law.fit_kim``; False: the profiled
     least-squares optimum alone, the same to ~1e-9, for simulations). ``floor``: the law
     A / x^B + E (True) or the pure A / x^B (a data law without a floor: one parameter
     fewer, so one point fewer in the refit)."""

@@ -49,9 +49,6 @@ from analysis.errors import AnalysisInputError
 from analysis.fit.identified import (
     MIN_SIZES,
     MIN_SIZES_E,
-    min_sizes,
-    min_sizes_e,
-    one_dof_flag,
     unidentified,
 )
 from analysis.fit.power_law import SCALE, PowerLawFit, ensemble_asymptote, fit_asymptote
@@ -60,7 +57,7 @@ from analysis.recipes.budgets import budget_asymptotes
 from analysis.recipes.cells import best_cells, cell_columns, size_points
 from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.names import ENSEMBLE_K, JOINT, REF_WD, SEED_MEAN, SEED_MEAN_OF, base_budget
-from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
+from analysis.recipes.recipe_asymptote import RecipeE, flag_of, recipe_asymptote, reportable
 from analysis.recipes.replicates import NONE, Replicates, find_replicates
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
 from analysis.tables.ensemble_groups import pick_groups
@@ -356,32 +353,6 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
                           cell_rows=cell_rows_of, judged=judged,
                           replicates=find_replicates(runs, ensembles, loss=loss),
                           budgets=budgets)
-
-
-def reportable(fit: PowerLawFit | None, what: str = "points", n: int | None = None, *,
-               min_dof: int = 1) -> str | None:
-    """Why a fit's asymptote may not be written as a number (None: it may): fewer than
-    n_free + ``min_dof`` ``what`` (``n``, else the fit's own count), not fitted, no finite
-    interval, or not identified. ``min_dof`` 1: E itself, flagged on one residual degree of
-    freedom (``identified.one_dof_flag``); 2: what is built on E (a multiplier)."""
-    count = n if n is not None else (fit.x.size if fit is not None else None)
-    need = ((min_sizes_e(fit.n_free) if min_dof <= 1 else min_sizes(fit.n_free))
-            if fit is not None else (MIN_POINTS_E if min_dof <= 1 else MIN_POINTS))
-    if count is not None and count < need:
-        noun = what[:-1] if count == 1 and what.endswith("s") else what
-        return f"{count} {noun}, need >= {need}"
-    if fit is None:
-        return "not fitted (the fit failed; see the notes)"
-    if not fit.has_ci or not np.isfinite(fit.ci()).all():
-        return "no finite interval (the fit's covariance is degenerate)"
-    if why := unidentified(fit):
-        return f"not identified: {why}"
-    return None
-
-
-def flag_of(fit: PowerLawFit | None) -> str | None:
-    """What to say beside a written asymptote (``identified.one_dof_flag``), or None."""
-    return None if fit is None else one_dof_flag(int(fit.x.size), fit.n_free)
 
 
 def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:

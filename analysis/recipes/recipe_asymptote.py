@@ -21,12 +21,19 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.fit.identified import min_sizes_e, one_dof_flag, unidentified
+from analysis.fit.identified import (
+    MIN_SIZES,
+    MIN_SIZES_E,
+    min_sizes,
+    min_sizes_e,
+    one_dof_flag,
+    unidentified,
+)
 from analysis.fit.power_law import PowerLawFit, fit_asymptote
 from analysis.recipes.cells import SizePoints, best_cells, cell_columns, size_points
 from analysis.recipes.rows import find_recipes
 
-__all__ = ["RecipeE", "RecipeLaw", "recipe_asymptote", "recipe_laws"]
+__all__ = ["RecipeE", "RecipeLaw", "flag_of", "judge", "recipe_asymptote", "recipe_laws", "reportable"]
 
 
 @dataclass(frozen=True)
@@ -85,20 +92,37 @@ def recipe_asymptote(points: SizePoints, level: float = 0.95) -> RecipeE:
 
 
 def judge(fit: PowerLawFit, n: int, level: float = 0.95) -> RecipeE:
-    """The report's judgement of a fit on ``n`` sizes: too few sizes, no finite interval, not
-    identified (``identified.unidentified``), else written, flagged on one residual dof."""
-    need = min_sizes_e(3)
-    lo, hi = fit.ci(level) if fit.has_ci else (math.nan, math.nan)
-    if n < need:
-        why = f"{n} sizes, need >= {need}"
-    elif not (np.isfinite(lo) and np.isfinite(hi)):
-        why = "no finite interval (the fit's covariance is degenerate)"
-    elif w := unidentified(fit):
-        why = f"not identified: {w}"
-    else:
-        why = None
+    """The report's judgement of a fit on ``n`` sizes (``reportable``: too few sizes, no finite
+    interval, not identified), else written, flagged on one residual dof."""
+    why = reportable(fit, "sizes", n)
     flag = one_dof_flag(n, fit.n_free, level) if why is None else None
     return RecipeE(fit, why, level, flag)
+
+
+def reportable(fit: PowerLawFit | None, what: str = "points", n: int | None = None, *,
+               min_dof: int = 1) -> str | None:
+    """Why a fit's asymptote may not be written as a number (None: it may): fewer than
+    n_free + ``min_dof`` ``what`` (``n``, else the fit's own count), not fitted, no finite
+    interval, or not identified. ``min_dof`` 1: E itself, flagged on one residual degree of
+    freedom (``identified.one_dof_flag``); 2: what is built on E (a multiplier)."""
+    count = n if n is not None else (fit.x.size if fit is not None else None)
+    need = ((min_sizes_e(fit.n_free) if min_dof <= 1 else min_sizes(fit.n_free))
+            if fit is not None else (MIN_SIZES_E if min_dof <= 1 else MIN_SIZES))
+    if count is not None and count < need:
+        noun = what[:-1] if count == 1 and what.endswith("s") else what
+        return f"{count} {noun}, need >= {need}"
+    if fit is None:
+        return "not fitted (the fit failed; see the notes)"
+    if not fit.has_ci or not np.isfinite(fit.ci()).all():
+        return "no finite interval (the fit's covariance is degenerate)"
+    if why := unidentified(fit):
+        return f"not identified: {why}"
+    return None
+
+
+def flag_of(fit: PowerLawFit | None) -> str | None:
+    """What to say beside a written asymptote (``identified.one_dof_flag``), or None."""
+    return None if fit is None else one_dof_flag(int(fit.x.size), fit.n_free)
 
 
 _ALL = "all runs"

@@ -124,7 +124,7 @@ class RecipeLevel:
     sigma: float = float("nan")  # best observed: the SD of the best loss
     at_n: float = float("nan")  # best observed: the size N (parameters) it was observed at
     sigma_from: str = ""  # best observed: where sigma comes from, in words
-    flag: str = ""  # asymptote: what it rests on when that is little (kim_law.one_dof_flag)
+    flag: str = ""  # asymptote: what it rests on when that is little (identified.one_dof_flag)
 
     @classmethod
     def asymptote(cls, name: str, E: float, lo: float, hi: float,

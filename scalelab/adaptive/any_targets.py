@@ -4,8 +4,8 @@ of its candidate runs (``analysis.adaptive.recipe_design``).
 
 - ``NAME.E``: the recipe's asymptote E, the report's fit (``target_fits.fit_target``);
 - ``ranking``: the order of every recipe by E (two or more recipes). Each recipe's E needs
-  >= ``kim_law.MIN_SIZES`` (5) settled sizes before it has an interval (a ranking on 4
-  sizes was measured to go wrong, ``kim_law``), and the order is called decided only on
+  >= ``identified.MIN_SIZES`` (5) settled sizes before it has an interval (a ranking on 4
+  sizes was measured to go wrong, ``identified.MIN_SIZES``), and the order is called decided only on
   ``targets.MIN_DECISION_SIZES`` settled sizes per recipe (optional stopping);
 - ``multiplier`` / ``NAME.multiplier``: the data multiplier of the recipe's E against the
   reference recipe's data law, as today (``targets._data_law``: the report's law from the

@@ -82,7 +82,7 @@ def _why_not(fit) -> str | None:
 
 def _law(fit) -> str:
     """The fitted law, with why its asymptote is not given; no parameters from fewer points
-    than the law needs (``kim_law.min_sizes``): they would be numbers, not results."""
+    than the law needs (``identified.min_sizes``): they would be numbers, not results."""
     if fit is None:
         return "not fitted"
     from analysis.fit.identified import min_sizes_e

@@ -9,7 +9,7 @@ line per group, in the report's format; with the plot, the held-out predictions 
 on it and written to ``<stem>-holdout.json``.
 
 What is refitted: for ``powerlaw`` (any --x: N, D, U, C, K) the law A / x^B + E of Kim et
-al. 2025 (arXiv 2509.14786) by least squares on the loss (``kim_law.fit_kim``), the estimator
+al. 2025 (arXiv 2509.14786) by least squares on the loss (``power_law.fit_kim``), the estimator
 the interval is built for; the table's fit is ``fit_law``'s Huber fit in log space. For
 ``chinchilla`` (Hoffmann et al. 2022, arXiv 2203.15556) and ``data_constrained`` (Muennighoff
 et al. 2023, arXiv 2305.16264, its two stages) every run at the K largest distinct N is held
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.fit.power_law import SCALE
 from analysis.fit.prediction import LAWS_2D, Holdout2D, holdout_largest_2d, min_sizes_2d
 from analysis.recipes.extrapolation import MIN_REFIT, HoldoutCheck, holdout_largest
-from analysis.fit.power_law import SCALE
 from scalelab.errors import UserError
 
 __all__ = ["HOLDOUT_LAWS", "GroupHoldout", "check_holdout_option", "draw_holdout",
@@ -61,7 +61,7 @@ def check_holdout_option(k: int, law: str, *, isoflop: bool) -> None:
 
 def holdout_scale(x: str, values: np.ndarray) -> float:
     """The unit x is refitted in (``x / scale``; the fit and the interval do not depend on it,
-    only A's value and the numerics): millions for N, D, U (``kim_law.SCALE``, the report's
+    only A's value and the numerics): millions for N, D, U (``power_law.SCALE``, the report's
     unit), K as is, C in the power of ten of its smallest value."""
     if x in ("N", "D", "U"):
         return SCALE

@@ -5,7 +5,7 @@ tuned blocks or ``--recipe``): the candidates are the whole spec's runs and more
 its cells (``scalelab.adaptive.any_study``), planned by ``analysis.adaptive.recipe_design``;
 a spec that is one tuned product grid keeps the coordinate walk described below
 (``_grid_study`` says which). Targets there: ``NAME.E``, ``ranking`` (>= 5 settled sizes per
-recipe, ``kim_law.MIN_SIZES``), ``multiplier``; default ``regularized.E``, else ranking.
+recipe, ``identified.MIN_SIZES``), ``multiplier``; default ``regularized.E``, else ranking.
 
 SWEEP is the study's spec file or its sweep directory (``scalelab.adaptive.source``). The
 candidate space is the study's grid (``scalelab.adaptive.study``: sizes, the tuned axes,
@@ -196,7 +196,7 @@ def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int
     cand = study.candidates
     planned = int(cand["planned"].sum())
     waiting = obs.launched.height - obs.done.height
-    rule = (f"; a ranking needs >= {MIN_SIZES} settled sizes per recipe (kim_law.MIN_SIZES: "
+    rule = (f"; a ranking needs >= {MIN_SIZES} settled sizes per recipe (identified.MIN_SIZES: "
             "measured to go wrong on 4)" if goal.name == "ranking" else "")
     typer.echo(f"{source.sweep_dir}: {summary_text(summary, fits)}; {obs.done.height} of "
                f"{cand.height} candidate runs finished ({planned} planned by the spec, "

@@ -5,7 +5,7 @@ the K -> inf ensemble losses at their four sizes (150M-1.4B on 200M tokens) and 
 asymptote 3.17; a plain A/N^B + E fit of those four values gives 3.169 with a 1-dof 95% t
 interval of 3.02 to 3.32. The report, compare and the demo's engine must print that, flagged,
 instead of refusing ("4 sizes, need >= 5"); decisions measured to go wrong on 4 sizes keep
-the 5-size rule (kim_law.MIN_SIZES).
+the 5-size rule (identified.MIN_SIZES).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 from analysis.recipes.infinite_compute import analyze
 from analysis.report.infinite_compute_md import write_infinite_compute_report
 
-N = np.array([5e4, 1e5, 2.5e5, 5e5, 1e6])  # kim_law.MIN_SIZES = 5 sizes
+N = np.array([5e4, 1e5, 2.5e5, 5e5, 1e6])  # identified.MIN_SIZES = 5 sizes
 U0 = 32768.0
 
 

@@ -36,7 +36,7 @@ def _standard_level(rng) -> RecipeLevel:
 
 def _regularized_level(rng, E: float) -> RecipeLevel:
     """A regularized recipe 0.05 / x^0.6 + E, one run per size with noise 0.01, its E and
-    95% t interval from kim_law's fit."""
+    95% t interval from power_law's fit."""
     f = fit_kim(X, 0.05 * X**-0.6 + E + 0.01 * rng.standard_normal(8))
     se = float(np.sqrt(f.cov[2, 2]))
     t = stats.t.ppf(0.975, f.dof)

@@ -5,7 +5,7 @@ own ``gpu_hours`` column; FLOPs where the spec gives no throughput).
 
 Rules, each read from the module that applies it to the finished runs:
 
-- **sizes** of a recipe's law L(N) = A / N^B + E: ``analysis.recipes.kim_law.MIN_SIZES`` (5)
+- **sizes** of a recipe's law L(N) = A / N^B + E: ``analysis.fit.identified.MIN_SIZES`` (5)
   distinct N before its asymptote is written with an interval (two residual degrees of
   freedom; the measured reason is in that docstring). At MIN_SIZES - 1 (4) E rests on one
   residual degree of freedom: the report prints it with a flagged 1-dof t interval
