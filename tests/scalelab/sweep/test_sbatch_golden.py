@@ -28,8 +28,8 @@ CASES = {
 
 def normalise(text: str, sweep_dir: Path, python: str) -> str:
     text = text.replace(str(sweep_dir), "<SWEEP>").replace(python, "<PYTHON>")
-    text = re.sub(r"<SWEEP>/code/[0-9a-f]{12}", "<SWEEP>/code/<CODE>", text)
-    return re.sub(r"SCALELAB_CODE=[0-9a-f]{12}", "SCALELAB_CODE=<CODE>", text)
+    text = re.sub(r"<SWEEP>/code/[0-9a-f]{12,64}", "<SWEEP>/code/<CODE>", text)
+    return re.sub(r"SCALELAB_CODE=[0-9a-f]{12,64}", "SCALELAB_CODE=<CODE>", text)
 
 
 def check_golden(name: str, text: str) -> None:
