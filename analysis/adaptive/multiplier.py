@@ -36,8 +36,8 @@ import numpy as np
 
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.targets import Estimate, Objective, Summary, Target, satterthwaite, t_width
-from analysis.recipes import data_multiplier as dm
 from analysis.fit.power_law import t_scaled_se
+from analysis.recipes import data_multiplier as dm
 
 __all__ = ["Multiplier"]
 

@@ -63,13 +63,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from analysis.fit.identified import MIN_SIZES
-from analysis.fit.power_law import SCALE
-from analysis.adaptive.targets import Asymptote, Estimate, Target
 from analysis.adaptive.posterior import Design, Posterior, planning_posterior
 from analysis.adaptive.space import CandidateSpace, Cell
 from analysis.adaptive.target_fits import SizePoints, size_points
+from analysis.adaptive.targets import Asymptote, Estimate, Target
 from analysis.errors import AnalysisInputError
+from analysis.fit.identified import MIN_SIZES
+from analysis.fit.power_law import SCALE
 
 __all__ = ["GRID", "Action", "Plan", "actions", "plan_next", "start_cell"]
 

@@ -40,9 +40,9 @@ from analysis.adaptive.planner import Action, Plan, _Recipe, greedy_plan
 from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.adaptive.target_fits import SizePoints, TargetFit, estimate, fit_target
 from analysis.adaptive.targets import Summary, Target
-from analysis.recipes import cells
 from analysis.fit.identified import MIN_SIZES
 from analysis.fit.power_law import SCALE
+from analysis.recipes import cells
 
 __all__ = ["judge_recipes", "plan_recipes", "recipe_points"]
 

@@ -43,8 +43,8 @@ import polars as pl
 
 from analysis.adaptive.space import CandidateSpace, Cell
 from analysis.adaptive.targets import Estimate, Summary, Target
-from analysis.recipes import cells
 from analysis.fit.identified import MIN_SIZES
+from analysis.recipes import cells
 from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
 
 __all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge",

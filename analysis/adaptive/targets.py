@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from analysis.fit.identified import MIN_SIZES
 from analysis.adaptive.space import CandidateSpace
 from analysis.errors import AnalysisInputError
+from analysis.fit.identified import MIN_SIZES
 
 __all__ = ["NO_ESTIMATE", "Asymptote", "Estimate", "Ranking", "Summary", "Target", "satterthwaite",
            "t_width"]

@@ -47,14 +47,14 @@ from pathlib import Path
 import polars as pl
 
 from analysis import fit_data_constrained, prepare_runs
-from analysis.plots.curves import plot_norm_trajectories, plot_training_curves
 from analysis.errors import AnalysisInputError
+from analysis.plots.curves import plot_norm_trajectories, plot_training_curves
 from analysis.plots.notebook_figures import show
 from analysis.plots.plots import plot_loss_vs_epochs, plot_loss_vs_x, plot_residuals
-from analysis.tables.layout import RUNS_FILE, runs_file
-from analysis.tables.records_scan import scan_records
 from analysis.recipes.recipe_asymptote import recipe_laws
 from analysis.synthetic.runs import synthetic_runs
+from analysis.tables.layout import RUNS_FILE, runs_file
+from analysis.tables.records_scan import scan_records
 
 if SWEEP:
     sweep = Path(SWEEP)

@@ -46,12 +46,12 @@ import numpy as np
 import polars as pl
 
 from analysis import Chinchilla, fit_isoflops, fit_law, load_epoch_chinchilla
+from analysis.laws.allocation import compute_optimal
 from analysis.plots.isoflop import plot_isoflops
 from analysis.plots.notebook_figures import show
-from analysis.plots.style import legend_outside
 from analysis.plots.plots import plot_isoflop, plot_residuals
+from analysis.plots.style import legend_outside
 from analysis.tables.published import EPOCH, EPOCH_SE, HOFFMANN, HOFFMANN_EXPONENTS
-from analysis.laws.allocation import compute_optimal
 
 data = load_epoch_chinchilla()
 print(data.height, "points after dropping the 5 highest losses")

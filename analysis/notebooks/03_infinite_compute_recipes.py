@@ -52,16 +52,15 @@ import numpy as np
 import polars as pl
 from scipy.optimize import brentq
 
-from analysis.recipes.infinite_compute import analyze
-from analysis.report.infinite_compute_md import section_status
+from analysis.fit.power_law import PowerLawFit, joint_asymptote
 from analysis.plots.notebook_figures import show
+from analysis.plots.recipes import plot_recipes
 from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt
+from analysis.recipes.data_multiplier import data_efficiency
+from analysis.recipes.infinite_compute import analyze, compare_asymptotes
+from analysis.report.infinite_compute_md import section_status
 from analysis.tables.layout import ensemble_evals_file, runs_file
 from analysis.tables.published import KIM
-from analysis.plots.recipes import plot_recipes
-from analysis.fit.power_law import PowerLawFit, joint_asymptote
-from analysis.recipes.data_multiplier import data_efficiency
-from analysis.recipes.infinite_compute import compare_asymptotes
 
 # %% [markdown]
 # ## The sweep's recipes

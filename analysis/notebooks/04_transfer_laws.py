@@ -61,12 +61,17 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.plots.notebook_figures import show
 from analysis.plots.transfer import plot_transfer
+from analysis.synthetic.transfer import (
+    JointTruth,
+    TransferTruth,
+    synthetic_joint_sweep,
+    synthetic_sweep,
+)
 from analysis.tables.layout import runs_file
 from analysis.tables.records_scan import scan_records
 from analysis.tables.select import select_runs
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.norms import norm_check, output_norms
-from analysis.synthetic.transfer import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
 from analysis.transfer.transfer import fit_transfer
 
 

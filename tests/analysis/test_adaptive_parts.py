@@ -21,9 +21,9 @@ from analysis.adaptive import (
     size_points,
 )
 from analysis.adaptive.law import fit_points
-from analysis.fit.power_law import jacobian
 from analysis.adaptive.posterior import Design, planning_posterior
 from analysis.errors import AnalysisInputError
+from analysis.fit.power_law import jacobian
 
 SIZES = (5.6e3, 1e4, 1.5e4, 2.6e4, 4.1e4, 8e4, 1.32e5, 2.71e5)
 SPACE = CandidateSpace(SIZES, (Axis("epochs", (32, 64, 128, 256), start=1),

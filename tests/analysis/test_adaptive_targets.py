@@ -19,8 +19,8 @@ from scipy import stats
 from analysis.adaptive import Axis, CandidateSpace, SyntheticTrainer, run_adaptive, seed_design
 from analysis.adaptive.benchmark import decision_study, summarise_decisions
 from analysis.adaptive.multiplier import Multiplier
-from analysis.adaptive.targets import Asymptote, Estimate, Ranking, satterthwaite
 from analysis.adaptive.planner import plan_next
+from analysis.adaptive.targets import Asymptote, Estimate, Ranking, satterthwaite
 from analysis.adaptive.trainer import RecipeTrainer
 from analysis.recipes.data_multiplier import choose_data_law, data_multiplier
 

@@ -14,8 +14,7 @@ import pytest
 
 from analysis.recipes.distill_share import share_ci, share_lines, student_shares
 from analysis.recipes.infinite_compute import analyze
-from analysis.recipes.replicates import Replicates
-from analysis.recipes.replicates import replicate_sigma
+from analysis.recipes.replicates import Replicates, replicate_sigma
 
 STUDIES = 200
 COVERAGE = (0.90, 0.98)

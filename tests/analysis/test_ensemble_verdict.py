@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-
-from analysis.recipes.verdicts import ensemble_levels
-from analysis.recipes.infinite_compute import analyze
-from analysis.recipes.verdicts import recipe_level, verdict_lines
 from test_recipe_verdicts import _runs
+
+from analysis.recipes.infinite_compute import analyze
+from analysis.recipes.verdicts import ensemble_levels, recipe_level, verdict_lines
 
 N_ENS = 2.6e4
 

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 from _cli_exit import exit_code as main
 
-from analysis.recipes.cells import SizePoints
 from analysis.fit.identified import MIN_SIZES, MIN_SIZES_E
+from analysis.recipes.cells import SizePoints
 from analysis.recipes.recipe_asymptote import recipe_asymptote
 from analysis.tables.published import KIM
 

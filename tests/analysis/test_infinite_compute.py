@@ -99,8 +99,8 @@ def test_report_files(tmp_path):
 
 
 def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
-    from analysis.recipes.infinite_compute import unidentified
     from analysis.fit.power_law import fit_asymptote
+    from analysis.recipes.infinite_compute import unidentified
 
     # A straight line over K = 1..3 does not bend: C runs to its bound 0.
     assert "bound 0" in unidentified(fit_asymptote([1, 2, 3], [2.7, 2.6, 2.5]))

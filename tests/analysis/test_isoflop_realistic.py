@@ -8,8 +8,8 @@ import pytest
 
 from analysis.errors import AnalysisInputError
 from analysis.isoflop.isoflop import LOST_SHARE, fit_isoflops
-from analysis.synthetic.isoflop_realistic import realistic_points, realistic_study
 from analysis.synthetic.isoflop import study_designs, sweep_points
+from analysis.synthetic.isoflop_realistic import realistic_points, realistic_study
 
 # The truth: a = β/(α+β) of each drawn Chinchilla law. The default (window 8, parabola,
 # two-stage line) over the 72 sweeps of seeds 0-2 (bench/isoflop_study.py, 200

@@ -8,8 +8,8 @@ import pytest
 
 from analysis.isoflop.interp import fit_budget_interp
 from analysis.isoflop.isoflop import fit_isoflops
-from analysis.synthetic.isoflop import SweepDesign, study_designs, sweep_points
 from analysis.isoflop.window import DEFAULT_WINDOW, window_mask
+from analysis.synthetic.isoflop import SweepDesign, study_designs, sweep_points
 
 # Targets set for approach 2 on Porian et al. 2024's 15 configurations, here on 15
 # synthetic sweeps built to resemble them: median |a - a_true|/a_true < 1.5%, worst < 6%,

@@ -12,9 +12,9 @@ from analysis import (
     get_law,
     load_epoch_chinchilla,
 )
+from analysis.laws.allocation import compute_optimal_constrained
 from analysis.laws.fit_objective import Objective, huber
 from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, MUENNIGHOFF, MUENNIGHOFF_CHECKS
-from analysis.laws.allocation import compute_optimal_constrained
 
 
 @pytest.mark.parametrize("N, D, U, published", MUENNIGHOFF_CHECKS)

@@ -95,8 +95,8 @@ def _run(path: Path, args: list[str], env: dict[str, str]) -> subprocess.Complet
 def transfer_sweep(tmp_path_factory) -> Path:
     """A directory holding only a runs.parquet: a synthetic lr sweep whose truth is
     lr* = 0.3118 C^-0.125 over six budgets."""
-    from analysis.tables.layout import runs_file
     from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
+    from analysis.tables.layout import runs_file
 
     sweep = tmp_path_factory.mktemp("transfer_sweep")
     runs, _ = synthetic_sweep(TransferTruth(c=0.3118, a=(-0.125,)), np.geomspace(1e17, 1e20, 6),

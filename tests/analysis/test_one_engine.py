@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 
 from analysis.adaptive.target_fits import judge
+from analysis.fit.power_law import SCALE
 from analysis.recipes.compare import compare_recipes
 from analysis.recipes.infinite_compute import analyze, reportable
-from analysis.fit.power_law import SCALE
 from scalelab.adaptive.observed import observe
 from scalelab.adaptive.recipe_cells import recipe_cells
 from scalelab.adaptive.study import Study, load_study

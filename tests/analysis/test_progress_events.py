@@ -19,9 +19,9 @@ from analysis.progress import (
     Throttle,
     reporting,
 )
-from analysis.tables.runs import prepare_runs
 from analysis.report.sweep_report import write_sweep_report
 from analysis.synthetic.runs import synthetic_runs
+from analysis.tables.runs import prepare_runs
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, KIM
 from analysis.fit.power_law import PowerLawFit, ensemble_asymptote, fit_asymptote, joint_asymptote
 from analysis.laws.allocation import compute_optimal
 from analysis.recipes.data_multiplier import data_efficiency, effective_data
 from analysis.recipes.infinite_compute import compare_asymptotes
+from analysis.tables.published import EPOCH, HOFFMANN_UNROUNDED, KIM
 
 
 def test_joint_n_k_asymptote_matches_kim():

@@ -8,10 +8,9 @@ import shutil
 
 import polars as pl
 import pytest
-
-from analysis.recipes.infinite_compute import analyze
 from _cli_exit import exit_code as run
 
+from analysis.recipes.infinite_compute import analyze
 
 
 @pytest.fixture()

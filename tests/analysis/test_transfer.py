@@ -15,9 +15,9 @@ import pytest
 
 from analysis import TransferFit, fit_transfer
 from analysis.errors import AnalysisInputError
+from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.optimum import fit_window
-from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 
 SIZES = np.geomspace(5e3, 3e5, 6)
 TRUTH = TransferTruth()

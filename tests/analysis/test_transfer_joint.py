@@ -17,9 +17,9 @@ import pytest
 
 from analysis import fit_transfer
 from analysis.errors import AnalysisInputError
+from analysis.synthetic.transfer import JointTruth, synthetic_joint_sweep
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.profile import profile_cells
-from analysis.synthetic.transfer import JointTruth, synthetic_joint_sweep
 
 SIZES = np.geomspace(5e3, 3e5, 6)
 TRUTH = JointTruth()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 from analysis.transfer.holdout import holdout_check
 from analysis.transfer.norms import cell_log_norms, norm_check, output_norms
-from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
 from analysis.transfer.transfer import fit_transfer
 
 SIZES = np.geomspace(5e3, 3e5, 6)

@@ -26,14 +26,14 @@ import pytest
 
 from analysis import fit_transfer
 from analysis.errors import AnalysisInputError
-from analysis.transfer.optimum import locate_optima
-from analysis.transfer.profile import profile_cells
 from analysis.synthetic.transfer import (
     LrBatchTruth,
     TransferTruth,
     synthetic_lr_batch_study,
     synthetic_sweep,
 )
+from analysis.transfer.optimum import locate_optima
+from analysis.transfer.profile import profile_cells
 
 SIZES = np.geomspace(6e7, 1e9, 5)
 TRUTH = LrBatchTruth()

@@ -13,10 +13,10 @@ import json
 import numpy as np
 import polars as pl
 import pytest
-
-from analysis.recipes.extrapolation import holdout_check, holdout_largest
-from analysis.fit.power_law import SCALE
 from _cli_exit import exit_code as run
+
+from analysis.fit.power_law import SCALE
+from analysis.recipes.extrapolation import holdout_check, holdout_largest
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.errors.IdentifiabilityWarning")
 

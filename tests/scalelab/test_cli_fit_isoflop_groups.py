@@ -3,9 +3,9 @@ per group, a one-line warning under 3 budgets; bad input one line, exit 2."""
 
 import polars as pl
 import pytest
+from _cli_exit import exit_code as _cli
 
 from analysis.synthetic.runs import synthetic_isoflop_runs
-from _cli_exit import exit_code as _cli
 
 OFFSETS = (-0.3, 0.2, 0.0, 0.3, -0.15)
 

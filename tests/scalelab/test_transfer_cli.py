@@ -9,7 +9,12 @@ import numpy as np
 import polars as pl
 from _cli_exit import exit_code
 
-from analysis.synthetic.transfer import JointTruth, TransferTruth, synthetic_joint_sweep, synthetic_sweep
+from analysis.synthetic.transfer import (
+    JointTruth,
+    TransferTruth,
+    synthetic_joint_sweep,
+    synthetic_sweep,
+)
 from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
 
 SIZES = np.geomspace(5e3, 3e5, 6)

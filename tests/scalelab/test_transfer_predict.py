@@ -24,8 +24,8 @@ import polars as pl
 import pytest
 from _cli_exit import exit_code
 
-from analysis.tables.layout import RUNS_FILE, RUNS_FOLDER
 from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
+from analysis.tables.layout import RUNS_FILE, RUNS_FOLDER
 
 TRUTH = TransferTruth()
 SIZES = np.geomspace(5e3, 3e5, 6)  # 5k .. 300k
