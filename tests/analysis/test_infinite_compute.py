@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from analysis.recipes.infinite_compute import analyze
+from analysis.recipes.names import JOINT
 from analysis.report.infinite_compute_md import write_infinite_compute_report
 
 N = np.array([5e4, 1e5, 2.5e5, 5e5, 1e6])  # identified.MIN_SIZES = 5 sizes
@@ -66,7 +67,7 @@ def test_recovers_asymptotes_and_multipliers():
     assert res.fits["regularized"].E == pytest.approx(2.3, abs=1e-4)
     for n, fit in res.k_fits.items():
         assert fit.E == pytest.approx(_law(n / 1e6, 0.2, 0.8, 2.1), abs=1e-4)
-    assert res.fits["ensemble (N,K->inf)"].E == pytest.approx(2.1, abs=1e-3)
+    assert res.fits[JOINT].E == pytest.approx(2.1, abs=1e-3)
     assert res.ref_loss == pytest.approx(ref)
     assert res.data_fit.E == pytest.approx(data_law[2] + shift, abs=1e-4)
     # Multiplier = D_eff(L)/D_eff(L_ref) with D_eff(L) = (A/(L - C))^(1/B), in closed form.
@@ -77,11 +78,11 @@ def test_recovers_asymptotes_and_multipliers():
     assert mult["distill-ensemble student"] == pytest.approx(want, rel=1e-3)
     # 2.1 is below the data law's floor C: out of the standard recipe's reach at any U, so no
     # number is printed, and the reason names the floor
-    assert math.isnan(mult["ensemble (N,K->inf) asymptote"])
-    why = dict(zip(res.multipliers["recipe"], res.multipliers["why"]))["ensemble (N,K->inf) asymptote"]
+    assert math.isnan(mult[f"{JOINT} asymptote"])
+    why = dict(zip(res.multipliers["recipe"], res.multipliers["why"]))[f"{JOINT} asymptote"]
     assert "floor" in why, why
     assert res.data_law is not None and res.data_law.floor  # exact data with a floor: kept
-    assert res.asymptotes["recipe"].to_list()[0] == "ensemble (N,K->inf)"  # best first
+    assert res.asymptotes["recipe"].to_list()[0] == JOINT  # best first
     assert any("not COMPLETED" in n for n in res.notes)
 
 
@@ -131,7 +132,7 @@ def test_unidentified_fits_are_flagged_and_left_out_of_the_joint_fit():
         .otherwise(pl.col("loss")).alias("loss"))  # members 3 and 4 broken: the loss rises with K
     res = analyze(runs, ens)
     assert any(f"N={n0:,} vs K" in n and "joint" in n for n in res.notes)
-    assert res.fits["ensemble (N,K->inf)"].x.size == N.size - 1  # the other sizes
+    assert res.fits[JOINT].x.size == N.size - 1  # the other sizes
 
 
 def test_student_share_of_the_ensembling_gain():
