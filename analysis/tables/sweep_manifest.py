@@ -27,7 +27,8 @@ refuses non-parquet, oversized and non-regular files), the ``adaptive/`` state a
 report's outputs (written from verified inputs, read by no command as input). A sweep
 directory from before these manifests has none: its spec copy and plan are read as before
 (unverified) until the next ``scalelab sweep`` writes them with manifests; its runs table
-without a manifest is stale, so the next command collects it again, with one.
+without a manifest is stale, so the next command collects it again, with one (a
+runs.parquet with no plan.parquet beside it, nothing to collect from, is read as it is).
 """
 
 from __future__ import annotations

@@ -327,7 +327,9 @@ def stale_reason(sweep_dir: str | Path) -> str | None:
     spec.yaml or plan.parquet, than its runs/ folder, or than any run directory or that
     run's status.json, manifest.json, config.yaml, evals.parquet or evals/ part folder. A
     run that finishes rewrites its status.json (atomically: a new mtime), so the next
-    command sees it.
+    command sees it. A directory with a runs.parquet and no plan.parquet (a table copied off
+    the cluster) has no plan to collect from: its table is read as it is, checked against
+    its manifest when it has one (``store.sweep_files``).
 
     A sweep directory has at most a few thousand runs: the rule costs a few stats per run
     and one read of runs.parquet, far less than a collect."""
@@ -335,9 +337,13 @@ def stale_reason(sweep_dir: str | Path) -> str | None:
     runs_file = sweep_dir / RUNS_FILE
     if not os.path.lexists(runs_file):
         return f"{RUNS_FILE} missing"
-    if problem := _runs_file_problem(runs_file):
+    planned = os.path.lexists(sweep_dir / PLAN_FILE)  # else no plan to collect from
+    if planned and (problem := _runs_file_problem(runs_file)):
         return problem
-    written = runs_file.stat().st_mtime
+    try:
+        written = runs_file.stat().st_mtime
+    except OSError as err:  # a dangling symlink, a loop
+        return f"{RUNS_FILE} unreadable ({err.strerror})"
     run_root = sweep_dir / RUNS_FOLDER
     paths = [sweep_dir / name for name in _SWEEP_INPUTS] + [run_root]
     if run_root.is_dir():
