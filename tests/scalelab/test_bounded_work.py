@@ -35,31 +35,18 @@ WINDOWS = VAL_TOKENS // (SEQ_LEN + 1)
 
 
 def ensemble_sweep(root: Path) -> Path:
-    """A sweep directory holding one ensemble group: two COMPLETED cpu-50k members (vocab
-    32, batch 4, eval_batches 3) on a 3,000-token corpus whose validation split holds
-    ``WINDOWS`` windows."""
-    from scalelab import strict
-    from scalelab.config import DataConfig, ModelConfig, TrainConfig
+    """A sweep directory holding one ensemble group: two COMPLETED cpu-50k members
+    (``test_ensemble._member_run``: vocab 32, batch 4, eval_batches 3) on a 3,000-token
+    corpus whose validation split holds ``WINDOWS`` windows."""
+    from test_ensemble import _member_run
+
     from scalelab.data.format import write_token_dir
-    from scalelab.identity import run_dir_name
-    from scalelab.model import build_model
-    from scalelab.store.atomic import write_yaml_atomic
-    from scalelab.store.status import State, update_status
-    from scalelab.train.checkpoint.directory import save_checkpoint
 
     corpus = write_token_dir(root / "corpus", np.random.default_rng(0).integers(0, 32, 3000), vocab_size=32,
                              tokenizer_id="t", eos_id=None, n_documents=1, sources=["rng"])
     sweep = root / "ensemble_sweep"
     for k in (0, 1):
-        cfg = RunConfig(name=f"ens_m{k}", model=ModelConfig(preset="cpu-50k"),
-                        data=DataConfig(dataset=str(corpus), seq_len=SEQ_LEN, val_tokens=VAL_TOKENS),
-                        train=TrainConfig(batch_size=4, eval_batches=3), member=k)
-        run_dir = sweep / "runs" / run_dir_name(cfg)
-        model = build_model(cfg.model, vocab_size=32)
-        model.init_weights(seed=k, std=0.3)
-        write_yaml_atomic(run_dir / "config.yaml", strict.to_dict(cfg))
-        save_checkpoint(run_dir, 7, {"model": model.state_dict(), "step": 7})
-        update_status(run_dir, State.COMPLETED)
+        _member_run(sweep, k, str(corpus))
     return sweep
 
 
