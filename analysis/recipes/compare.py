@@ -219,6 +219,15 @@ def _check(frame: pl.DataFrame, name: str) -> None:
             raise AnalysisInputError(f"{name}: column {col} must be finite and > 0")
 
 
+def _fits_shared(known: RecipeE | None, runs: pl.DataFrame, shared: np.ndarray, level: float,
+                 scale: float) -> bool:
+    """Whether ``known`` is the fit ``compare_recipes`` would make of ``runs`` on the sizes
+    ``shared``: made at ``level`` and x = N / SCALE, from runs at exactly those sizes."""
+    sizes = np.unique(runs["N"].cast(pl.Float64).to_numpy())
+    return (known is not None and known.level == level and scale == SCALE
+            and sizes.size == shared.size and bool(np.all(sizes == shared)))
+
+
 def _fit(r: _Runs, start: RecipeE) -> FitResult:
     """The bootstrap's objective at the engine's optimum (``recipe_asymptote``'s fit)."""
     kw = {}  # no engine optimum to start from (an unfitted recipe): fit_law's own starts
@@ -337,7 +346,9 @@ def matched_compute(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
 def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
                     names: tuple[str, str] = ("A", "B"), n_boot: int = 1000,
                     level: float = 0.95, seed: int = 0, scale: float = SCALE,
-                    min_sizes: int = MIN_SIZES, resample: str = "sizes+seeds") -> RecipeComparison:
+                    min_sizes: int = MIN_SIZES, resample: str = "sizes+seeds",
+                    asymptotes: tuple[RecipeE | None, RecipeE | None] | None = None,
+                    ) -> RecipeComparison:
     """Compare two recipes' asymptotes E (A/x^B + E, x = N/scale) on the sizes both ran.
 
     runs_a, runs_b: frames with columns N, loss (and seed, flops) - one row per run.
@@ -345,7 +356,9 @@ def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
     ``n_boot`` paired resamples (``resample``: "sizes+seeds", two-stage, or "seeds",
     stratified by size; module docstring), and the matched-compute table. Needs >=
     ``min_sizes`` shared sizes (and for "seeds" >= 2 seeds per size); raises
-    AnalysisInputError otherwise. Deterministic given ``seed``."""
+    AnalysisInputError otherwise. Deterministic given ``seed``. ``asymptotes``: each recipe's
+    fit already made (``recipe_asymptote`` at ``level``, x = N / ``SCALE``), used where it rests
+    on exactly the shared sizes instead of fitting those points again."""
     if resample not in SCHEMES:
         raise AnalysisInputError(f"resample must be one of {SCHEMES}, got {resample!r}")
     if not 0 < level < 1:
@@ -362,9 +375,11 @@ def compare_recipes(runs_a: pl.DataFrame, runs_b: pl.DataFrame, *,
                                  f"need >= {max(min_sizes, 3)} for a comparison of asymptotes")
     ra = _read(runs_a.with_columns(pl.col("N").cast(pl.Float64)), names[0], shared, scale)
     rb = _read(runs_b.with_columns(pl.col("N").cast(pl.Float64)), names[1], shared, scale)
-    pts = [recipe_asymptote(size_points(f.with_columns(pl.col("N").cast(pl.Float64))
+    known = asymptotes or (None, None)
+    pts = [k if _fits_shared(k, f, shared, level, scale) else
+           recipe_asymptote(size_points(f.with_columns(pl.col("N").cast(pl.Float64))
                                         .filter(pl.col("N").is_in(shared.tolist())), scale), level)
-           for f in (runs_a, runs_b)]
+           for f, k in zip((runs_a, runs_b), known)]
     fa, fb = _fit(ra, pts[0]), _fit(rb, pts[1])
     rng = np.random.default_rng(seed)
     if resample == "seeds":

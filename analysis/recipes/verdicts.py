@@ -400,7 +400,7 @@ def pair_verdict(rows_a: pl.DataFrame, rows_b: pl.DataFrame, a: str, b: str,
 
     def delta_ci() -> tuple[float, float]:
         boot.append(compare_recipes(rows_a, rows_b, names=(a, b), n_boot=n_boot, level=level,
-                                    seed=seed, resample=resample))
+                                    seed=seed, resample=resample, asymptotes=asymptotes))
         return boot[-1].ci
 
     known = asymptotes or (None, None)
@@ -430,6 +430,7 @@ def verdict_lines(res: RecipeAnalysis, *, seed: int = 0) -> list[str]:
     for a, b in itertools.combinations(names, 2):
         def delta(a=a, b=b) -> tuple[float, float]:
             return compare_recipes(_rows(res, a), _rows(res, b), names=(a, b), n_boot=N_BOOT,
+                                   asymptotes=(res.judged.get(a), res.judged.get(b)),
                                    seed=seed).ci
         lines.append(pair_line(levels[a], levels[b], a, b, delta))
     return lines + ensemble_lines(res, levels)

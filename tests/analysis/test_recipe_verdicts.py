@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
 from analysis.recipes.infinite_compute import analyze
 from analysis.recipes.verdicts import verdict_lines
@@ -63,20 +64,23 @@ def test_an_unidentified_law_that_does_not_rise_gives_no_verdict_and_says_why():
     assert "does not rise with N" in line, line
 
 
-def test_each_recipe_is_fitted_once_per_analysis(monkeypatch):
-    """The verdicts read the analysis' own fit of each recipe (issue 38: ``level_of`` used
-    to fit the same points again): after ``analyze``, the verdict lines make no A/x^B + E
-    fit (the paired bootstrap fits through ``fit_law``, not this engine), and each level's
-    E is that fit's E to the bit."""
+@pytest.mark.parametrize("rising", [True, False])
+def test_each_recipe_is_fitted_once_per_analysis(monkeypatch, rising):
+    """The verdicts read the analysis' own fit of each recipe (issue 38: ``level_of`` and the
+    paired bootstrap's start used to fit the same points again): after ``analyze``, the
+    verdict lines make no A/x^B + E fit (the bootstrap's resamples fit through ``fit_law``,
+    not this engine), and each level's E is that fit's E to the bit. Rising: standard is
+    held to its best observed loss; not rising: two asymptotes by the paired bootstrap."""
     import analysis.fit.power_law as power_law
     from analysis.recipes.verdicts import recipe_level
 
-    res = analyze(_runs(2.10, 1.95, rising=True))
+    res = analyze(_runs(2.10, 1.95, rising=rising))
     calls = []
     real = power_law.fit_kim
     monkeypatch.setattr(power_law, "fit_kim", lambda *a, **k: calls.append(1) or real(*a, **k))
     (line,) = verdict_lines(res)
     reg = recipe_level(res, "regularized")
     assert calls == [] and line.startswith("regularized beats standard"), line
+    assert ("paired" in line) == (not rising), line
     assert res.judged["regularized"].fit is res.fits["regularized"]
     assert reg.kind == "asymptote" and reg.value == res.fits["regularized"].E
