@@ -187,3 +187,12 @@ def test_no_reference_run_at_u0_gives_reasons_not_a_crash():
     mult = res.multipliers
     assert mult.height >= 2 and mult["data_multiplier"].is_nan().all()
     assert all("reference recipe at the base budget" in w or "no loss" in w for w in mult["why"])
+
+
+def test_the_base_budget_is_the_most_shared_and_the_largest_on_a_tie():
+    """``names.base_budget``, the one rule of analyze's U0 and the adaptive study's U: the
+    unique-token budget most runs share; of two shared by as many runs, the larger."""
+    from analysis.recipes.names import base_budget
+
+    assert base_budget(pl.Series([1e6, 2e6, 2e6, 4e6])) == 2e6
+    assert base_budget(pl.Series([4e6, 1e6, 1e6, 4e6, 3e6])) == 4e6
