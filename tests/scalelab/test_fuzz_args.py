@@ -290,8 +290,8 @@ def law_world(world, tmp_path_factory) -> dict[str, str]:
     import numpy as np
     import polars as pl
 
-    from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
     from analysis.synthetic.transfer import TransferTruth, synthetic_sweep
+    from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
 
     sweep = tmp_path_factory.mktemp("fuzz_law") / "sweep"
     runs, norms = synthetic_sweep(TransferTruth(), np.geomspace(5e3, 3e5, 6), rng=1)
