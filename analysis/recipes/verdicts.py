@@ -395,15 +395,16 @@ def pair_verdict(rows_a: pl.DataFrame, rows_b: pl.DataFrame, a: str, b: str,
     """(the verdict line of recipes ``a`` and ``b``, the paired bootstrap or None where the
     rule did not need it) from each recipe's best-cell runs (N, loss, seed): what ``scalelab
     compare`` and ``scalelab next`` print, by the report's rule (``level_of``, ``pair_line``).
-    ``asymptotes``: the two recipes' fits already made at ``level`` (not refitted)."""
+    ``asymptotes``: the two recipes' fits already made at ``level``, else each is fitted
+    here once, for its level and the paired bootstrap's start alike."""
     boot: list = []
+    known = asymptotes or tuple(recipe_asymptote(size_points(r), level) for r in (rows_a, rows_b))
 
     def delta_ci() -> tuple[float, float]:
         boot.append(compare_recipes(rows_a, rows_b, names=(a, b), n_boot=n_boot, level=level,
-                                    seed=seed, resample=resample, asymptotes=asymptotes))
+                                    seed=seed, resample=resample, asymptotes=known))
         return boot[-1].ci
 
-    known = asymptotes or (None, None)
     la, lb = (level_of(name, rows, replicates, level=level, asym=asym)
               for name, rows, asym in ((a, rows_a, known[0]), (b, rows_b, known[1])))
     return pair_line(la, lb, a, b, delta_ci), (boot[-1] if boot else None)
