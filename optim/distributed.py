@@ -71,7 +71,8 @@ def local_matrix_apply(mats: Sequence[Tensor], fn: MatrixFn) -> list[Tensor]:
             raise ValueError(f"matrix_apply: expected 2-D matrices, got shape {tuple(x.shape)}")
         buckets.setdefault((tuple(x.shape), x.dtype, x.device), []).append(i)
     for idx in buckets.values():
-        stack = torch.stack([mats[i] for i in idx])  # [B, m, n]
+        # [B, m, n]; a single matrix as a view (no copy)
+        stack = mats[idx[0]][None] if len(idx) == 1 else torch.stack([mats[i] for i in idx])
         res = fn(stack)
         if res.shape != stack.shape:
             raise ValueError(f"matrix_apply: fn changed the shape {tuple(stack.shape)} -> {tuple(res.shape)}")

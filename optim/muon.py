@@ -79,25 +79,17 @@ __all__ = ["SHAPE_SCALES", "Muon", "muon_momentum_", "shape_scale"]
 
 SHAPE_SCALES = ("jordan", "spectral", "moonlight")
 MODES = ("auto", "none", "ddp", "fsdp")
-# Elements of one stacked Newton-Schulz call on the CPU: a stack of all same-shape matrices
-# (84 x 256x256 .. 768x256 on a 12-layer d=256 model, 40 MB fp32) streams through memory in
-# each elementwise pass of the prescale; stacks of ~2 MB stay in cache (bench/optim_step.py in the
-# scalelab repository: a 12-layer step ~10% faster on one thread, 2^18 .. 2^30 tried). Other
-# devices: whole stacks.
-NS_CHUNK_NUMEL_CPU = 1 << 19
-
-
 def _ns_chunks(mats: list[Tensor]) -> list[list[int]]:
-    """Indices of ``mats`` by (shape, dtype, device), in order; on the CPU split into stacks of
-    at most ``NS_CHUNK_NUMEL_CPU`` elements (at least one matrix). Each matrix's NS result does
-    not depend on what it is stacked with."""
+    """Indices of ``mats`` by (shape, dtype, device), in order: on a GPU one stack per kind
+    (a batched call), on the CPU one matrix per call. There Newton-Schulz runs 2-D GEMMs on
+    each matrix anyway (``optim.newton_schulz``), so a stack only adds a copy in and out of
+    it. Each matrix's NS result does not depend on what it is stacked with."""
     by_kind: dict[tuple, list[int]] = {}
     for i, x in enumerate(mats):
         by_kind.setdefault((tuple(x.shape), x.dtype, x.device), []).append(i)
     chunks = []
     for idx in by_kind.values():
-        x = mats[idx[0]]
-        per = max(1, NS_CHUNK_NUMEL_CPU // max(1, x.numel())) if x.device.type == "cpu" else len(idx)
+        per = 1 if mats[idx[0]].device.type == "cpu" else len(idx)
         chunks += [idx[k : k + per] for k in range(0, len(idx), per)]
     return chunks
 
@@ -152,21 +144,27 @@ def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, 
 
     bufs, grads: fp32 tensors of matching shapes ([rows, ...] local rows under FSDP).
     foreach: ``torch._foreach_*`` ops (all tensors on one device), else a per-tensor loop;
-        bitwise equal (the same mul and add, tensor by tensor).
+        bitwise equal (the same ops, tensor by tensor). M is updated in place by one
+        ``_axpy`` per tensor (no foreach op writes G + μM into M), so M and U cost one pass
+        each, as torch.optim.Muon's two ``lerp``.
     """
-    if foreach:
-        torch._foreach_mul_(bufs, mu)
-        torch._foreach_add_(bufs, grads)
-        if not nesterov:
-            return list(bufs)
-        us = torch._foreach_mul(bufs, mu)
-        torch._foreach_add_(us, grads)
-        return list(us)
-    out = []
-    for buf, g in zip(bufs, grads):
-        buf.mul_(mu).add_(g)
-        out.append(buf * mu + g if nesterov else buf)
-    return out
+    for buf, g in zip(bufs, grads):  # M <- G + μM in place, one pass per tensor
+        _axpy(g, buf, mu, out=buf)
+    if not nesterov:
+        return list(bufs)
+    if not foreach:
+        return [_axpy(g, buf, mu) for buf, g in zip(bufs, grads)]
+    if torch.is_tensor(mu):
+        return list(torch._foreach_addcmul(grads, bufs, [mu] * len(bufs)))
+    return list(torch._foreach_add(grads, bufs, alpha=mu))
+
+
+def _axpy(g: Tensor, m: Tensor, mu: float | Tensor, out: Tensor | None = None) -> Tensor:
+    """G + μ·M in one pass: ``add`` with alpha for a number μ, ``addcmul`` for a 0-d tensor
+    (the same bits: both round μ·M + G once, checked by the tests)."""
+    if torch.is_tensor(mu):
+        return torch.addcmul(g, m, mu, out=out)
+    return torch.add(g, m, alpha=mu, out=out)
 
 
 def _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed_mode, foreach) -> None:
@@ -470,6 +468,9 @@ class Muon(torch.optim.Optimizer):
             w.mul_(1 - lr * wd)
         elif torch.is_tensor(wd) or wd != 0:  # w·1 is exact: skipped
             w.mul_(1 - lr * wd)
-        w.add_(o.view_as(w).to(torch.float32).mul_(lr * -s))  # O in the NS dtype: one upcast
+        if torch.is_tensor(lr):  # O in the NS dtype, upcast inside the one pass
+            w.addcmul_(o.view_as(w), lr * -s)
+        else:  # a number (a trainer's own float): the same bits as addcmul_
+            w.add_(o.view_as(w), alpha=lr * -s)
         sr = self.stochastic_rounding and local(p).dtype == torch.bfloat16
         write_param_(p, w, stochastic_rounding=sr, seed=self.seed, step=sr_step if sr else 0, param_id=pid)

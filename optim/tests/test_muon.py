@@ -365,3 +365,28 @@ def test_bad_input_errors():
         opt = optim.Muon([nn.Parameter(torch.ones(4, 4))], coefficients="polar")
         opt.param_groups[0]["params"][0].grad = torch.ones(4, 4)
         opt.step()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_has_the_same_bits_for_a_number_and_a_tensor_mu(foreach, nesterov):
+    """M <- G + μM and U = G + μM in one pass each (add with alpha for a number, addcmul for a
+    0-d tensor, as a compiled step passes it): the same bits either way, and within one fp32
+    rounding of G + μM computed in float64."""
+    from optim.muon import muon_momentum_
+
+    gen = torch.Generator().manual_seed(3)
+    grads = [torch.randn(64, 32, generator=gen), torch.randn(16, 8, generator=gen)]
+    start = [torch.randn(64, 32, generator=gen), torch.randn(16, 8, generator=gen)]
+    outs = []
+    for mu in (0.95, torch.tensor(0.95, dtype=torch.float64)):
+        bufs = [b.clone() for b in start]
+        us = muon_momentum_(bufs, grads, mu, nesterov=nesterov, foreach=foreach)
+        outs.append((bufs, us))
+    for a, b in zip(outs[0][0] + outs[0][1], outs[1][0] + outs[1][1]):
+        assert torch.equal(a, b)
+    mu32 = float(torch.tensor(0.95))  # the fp32 μ the kernels multiply by
+    for m0, g, m in zip(start, grads, outs[0][0]):
+        terms = g.double().abs() + mu32 * m0.double().abs()
+        err = (m.double() - (g.double() + mu32 * m0.double())).abs()
+        assert torch.all(err <= 2**-23 * terms)  # at most one fp32 rounding of the sum's terms
