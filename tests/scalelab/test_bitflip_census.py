@@ -31,7 +31,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from _fuzz import run_cli  # noqa: E402
-from _tiny_sweep import build  # noqa: E402
+from _shared_sweep import shared_tiny_sweep  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,7 @@ CLI_FLIPS = 3
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("census"))
+    return shared_tiny_sweep(tmp_path_factory)
 
 
 def _readers(sweep: Path) -> dict:

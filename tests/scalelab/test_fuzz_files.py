@@ -27,7 +27,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optim" / "tests"))  # _waits
 from _fuzz import BOUND_MUTATIONS, MUTATIONS, fresh_copy, mutate, run_cli  # noqa: E402
-from _tiny_sweep import SPEC, build  # noqa: E402
+from _shared_sweep import shared_tiny_sweep  # noqa: E402
+from _tiny_sweep import SPEC  # noqa: E402
 
 SWEEP = SPEC["name"]
 RUN_FILES = ("config.yaml", "config-input.yaml", "status.json", "meta.json", "manifest.json",
@@ -39,7 +40,7 @@ SWEEP_FILES = ("spec.yaml", "plan.parquet", "runs.parquet")
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("fuzz_pristine"))
+    return shared_tiny_sweep(tmp_path_factory)
 
 
 def _target_run(sweep: Path) -> Path:

@@ -20,14 +20,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 from _fuzz import run_cli  # noqa: E402
-from _tiny_sweep import build  # noqa: E402
+from _shared_sweep import shared_tiny_sweep  # noqa: E402
 
 COVERED = ("spec.yaml", "plan.parquet", "runs.parquet")
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    return build(tmp_path_factory.mktemp("integrity"))
+    return shared_tiny_sweep(tmp_path_factory)
 
 
 @pytest.fixture
