@@ -8,8 +8,10 @@ and ``scalelab.store.atomic`` adds its typed writers (JSON, YAML, parquet) on to
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +25,14 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
     A failed write leaves the target as it was and raises an ``OSError`` that names
     ``path``, the file the caller asked for, not the temporary file nobody knows of; a
     writer's own error that wraps a system error (polars: "... (os error 28)") becomes
-    that ``OSError``, so a full disk reads the same whichever library wrote."""
+    that ``OSError``, so a full disk reads the same whichever library wrote.
+
+    Only a regular file (or a symlink, which the rename replaces, not its target) is ever
+    replaced: a device, FIFO, socket or directory at ``path`` is refused with an ``OSError``
+    (EEXIST) naming it, before anything is written. Without this a command run as root
+    with ``--out /dev/zero`` renamed its output over the device node."""
     path = Path(path)
+    _refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd, tmp = tempfile.mkstemp(
@@ -48,6 +56,20 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
             raise OSError(code, os.strerror(code), str(path)) from err
         raise
     return path
+
+
+def _refuse_special(path: Path) -> None:
+    """An ``OSError`` when ``path`` is there and is no regular file or symlink."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device")  # fmt: skip
+    raise OSError(errno.EEXIST, f"{kind} is there, not a file: refusing to replace it; "
+                  "write to a file path", str(path))  # fmt: skip
 
 
 _OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")
