@@ -1,13 +1,13 @@
-"""Print the run-config reference (README §Config reference) from scalelab/config.py, and
-the launcher reference (§Launcher reference) from scalelab/sweep/spec/sections.py.
+"""Print the run-config reference (docs/reference.md) from scalelab/config.py, and
+the launcher reference (its second table) from scalelab/sweep/spec/sections.py.
 
 Each field's documentation is the string literal right under its declaration, and its
 range the one it declares (``strict.bounded``), so the references are generated from the
 code and cannot drift: tests/test_readme.py checks that
-README.md holds exactly this output between each pair of markers.
+docs/reference.md holds exactly this output between each pair of markers.
 
     python scripts/config_reference.py            # print
-    python scripts/config_reference.py --write    # rewrite README.md between the markers
+    python scripts/config_reference.py --write    # rewrite docs/reference.md between the markers
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def launcher_reference() -> str:
     return reference(*LAUNCHER[2:])
 
 
-def write_readme() -> None:
-    path = ROOT / "README.md"
+def write_reference() -> None:
+    path = ROOT / "docs" / "reference.md"
     text = path.read_text()
     for begin, end, table in ((BEGIN, END, reference()), (*LAUNCHER[:2], launcher_reference())):
         head, rest = text.split(begin, 1)
@@ -99,7 +99,7 @@ def write_readme() -> None:
 
 if __name__ == "__main__":
     if "--write" in sys.argv:
-        write_readme()
+        write_reference()
     else:
         print(reference())
         print()

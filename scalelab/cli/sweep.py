@@ -86,8 +86,8 @@ def sweep_cmd(
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:
-    """Plan SPEC and launch the runs that are new, preempted or timed out. ``-q`` and
-    ``--log-format`` also reach the runs it launches (SCALELAB_QUIET, SCALELAB_LOG_FORMAT)."""
+    """Plan SPEC and launch the runs that are new, preempted or timed out. -q and
+    --log-format also reach the runs it launches (SCALELAB_QUIET, SCALELAB_LOG_FORMAT)."""
     from scalelab.sweep.run.backends import check_executor
     from scalelab.sweep.run.launch import decide, sweep_dir_for
     from scalelab.sweep.run.start import plan_sweep, start_sweep
@@ -302,7 +302,7 @@ def retry_cmd(
 ) -> int:
     """Relaunch failed and/or preempted runs of a sweep (neither flag: both). Configs and
     launchers come from the spec (SWEEP's spec file, else the sweep's spec.yaml), never
-    from what a run directory holds (``scalelab.sweep.run.launch.plan_from_disk``)."""
+    from what a run directory holds."""
     from scalelab.sweep.run.backends import check_executor
     from scalelab.sweep.run.launch import execute, plan_from_disk, sweep_and_spec, sweep_spec
     from scalelab.sweep.spec.sections import LauncherConfig

@@ -44,7 +44,9 @@ class LauncherConfig:
     (``scalelab.model.memory``): 'train.micro_batch_size: auto' takes the largest
     micro-batch that fits 90% of it, and a run that cannot fit is refused. None = no check."""
     time_min: int = 60
-    """Wall-clock limit per job in minutes; a run hitting it is TIMEOUT and is requeued."""
+    """Wall-clock limit per job in minutes; a run hitting it checkpoints and is requeued, up
+    to submitit's 3 time limits; then it reads TIMEOUT and `scalelab retry --preempted`
+    resumes it."""
     array_parallelism: int = 256
     """Most array tasks of one sweep running at once (``%N`` of ``--array``)."""
     max_array_size: int | None = None
