@@ -49,9 +49,9 @@ from matplotlib.ticker import FuncFormatter
 
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
-from analysis.adaptive.targets import Ranking, Summary
 from analysis.adaptive.space import Axis, CandidateSpace
 from analysis.adaptive.target_fits import TargetFit, evaluate, judge
+from analysis.adaptive.targets import Ranking, Summary
 from analysis.adaptive.trajectory import reached, width_at
 from analysis.plots.style import plt
 from analysis.tables.layout import runs_file

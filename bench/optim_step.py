@@ -148,8 +148,10 @@ def main() -> None:
     t = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device, clock)
     load1 = os.getloadavg()
 
-    print(f"device {device} ({torch.get_num_threads()} CPU threads, {os.cpu_count()} cores, {platform.processor() or platform.machine()}), "
-          f"torch {torch.__version__}; Llama-style decoder d_model {args.d_model}, {args.layers} layers, vocab {args.vocab}; "
+    print(f"device {device} ({torch.get_num_threads()} CPU threads, {os.cpu_count()} cores, "
+          f"{platform.processor() or platform.machine()}), "
+          f"torch {torch.__version__}; Llama-style decoder d_model {args.d_model}, {args.layers} layers, "
+          f"vocab {args.vocab}; "
           f"median of {args.reps} reps x {args.steps} steps, {args.clock} clock")
     print(f"load average (1, 5, 15 min) before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
@@ -157,7 +159,7 @@ def main() -> None:
           "Newton-Schulz in bf16, 5 steps, Jordan's coefficients on both")
     if "torchao _AdamW bf16 SR" not in rows:
         print("torchao is not importable: its bf16 SR-AdamW row is left out")
-    print(f"| optimizer | params | covers | ms/step | vs torch | state MB |")
+    print("| optimizer | params | covers | ms/step | vs torch | state MB |")
     print("|---|---|---|---|---|---|")
     for name, (block, ref, opt) in rows.items():
         dtype = "bf16" if "bf16" in name else "fp32"

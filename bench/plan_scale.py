@@ -35,8 +35,8 @@ from pathlib import Path
 from rich.console import Console
 
 from scalelab.sweep.plan.expand import expand
-from scalelab.sweep.view.render import render_plan
 from scalelab.sweep.spec.load import load_spec
+from scalelab.sweep.view.render import render_plan
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 

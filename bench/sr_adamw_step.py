@@ -51,7 +51,8 @@ CASES = {
 
 
 def _make(shapes, dtype, device, sr: bool, gen: torch.Generator):
-    params = [torch.nn.Parameter(torch.randn(s, generator=gen).mul_(0.02).to(device=device, dtype=dtype)) for s in shapes]
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen).mul_(0.02).to(device=device, dtype=dtype))
+              for s in shapes]
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen).mul_(1e-3).to(device=device, dtype=dtype)
     opt = optim.AdamW(params, lr=1e-3, weight_decay=0.1, stochastic_rounding=sr, seed=0)

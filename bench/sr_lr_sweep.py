@@ -34,7 +34,8 @@ def lr_table(runs: pl.DataFrame) -> pl.DataFrame:
 
 def summary(table: pl.DataFrame) -> list[str]:
     lrs = sorted(table["optim.lr"].unique().to_list())
-    head = "| N | precision | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best lr | best loss | gap to fp32 | seed spread |"
+    head = ("| N | precision | " + " | ".join(f"lr {lr:g}" for lr in lrs)
+            + " | best lr | best loss | gap to fp32 | seed spread |")
     lines = [head, "|" + "---|" * (len(lrs) + 6)]
     for n in sorted(table["N"].unique().to_list()):
         rows = table.filter(pl.col("N") == n)
@@ -52,7 +53,8 @@ def summary(table: pl.DataFrame) -> list[str]:
         if "bf16-sr" in best and "bf16-rtn" in best:
             gap_sr, gap_rtn = best["bf16-sr"]["loss"] - fp32, best["bf16-rtn"]["loss"] - fp32
             share = 1 - gap_sr / gap_rtn if gap_rtn > 0 else float("nan")
-            lines.append(f"| {n:,} | SR closes | {share:.0%} of round-to-nearest's gap at the best lr of each |" + " |" * (len(lrs) + 3))
+            lines.append(f"| {n:,} | SR closes | {share:.0%} of round-to-nearest's gap at the best lr of each |"
+                         + " |" * (len(lrs) + 3))
     return lines
 
 

@@ -70,8 +70,8 @@ from ._validate import (
 from .stochastic_rounding import stochastic_round_
 
 __all__ = [
-    "MOMENT_DTYPES", "AdamW", "moment_sr_id", "adamw_init_state_", "adamw_step_group_", "adamw_update_", "bias_corrections",
-    "check_adamw_group", "step_sizes",
+    "MOMENT_DTYPES", "AdamW", "moment_sr_id", "adamw_init_state_", "adamw_step_group_", "adamw_update_",
+    "bias_corrections", "check_adamw_group", "step_sizes",
 ]
 
 
@@ -413,7 +413,8 @@ class AdamW(torch.optim.Optimizer):
         saved = (state_dict.get(SETTINGS_KEY) or {}).get("moment_dtype", "float32")
         if saved != dtype_name(self.moment_dtype):
             raise ValueError(f"AdamW.load_state_dict: setting 'moment_dtype' was {saved!r} when saved, this "
-                             f"optimizer has {dtype_name(self.moment_dtype)!r}; construct it with that moment_dtype to resume")
+                             f"optimizer has {dtype_name(self.moment_dtype)!r}; construct it with that moment_dtype "
+                             "to resume")
         super().load_state_dict(state_dict)
         restore_fp32_state(self, state_dict)
 

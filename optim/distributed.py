@@ -177,7 +177,7 @@ def fsdp_matrix_apply(
         return local_matrix_apply(locals_, fn)
 
     splits = [_row_counts(m, world) for m, _ in shapes]  # (chunk rows c, rows per rank)
-    for k, (x, (c, rows)) in enumerate(zip(locals_, splits)):
+    for k, (x, (_c, rows)) in enumerate(zip(locals_, splits)):
         if x.shape != (rows[rank], shapes[k][1]):
             raise ValueError(
                 f"fsdp_matrix_apply: matrix {k} local shard {tuple(x.shape)} on rank {rank} is not "

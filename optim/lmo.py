@@ -13,13 +13,15 @@ an FSDP2 ``Shard(0)`` parameter they run on the local shard with no communicatio
 
 | class | s(G) | init (before ×ρ) |
 |---|---|---|
-| Spectral | polar(G)·sqrt(d_out/d_in) (normalized=False: ·sqrt(d_out); max=True: factor floored at 1; blocks=k: per row block) | orthogonal·factor |
+| Spectral | polar(G)·sqrt(d_out/d_in) (options below the table) | orthogonal·factor |
 | SpectralConv | polar(G.reshape(out, -1))·sqrt(out/in)/(kernel elements: kh·kw) | orthogonal per tap·factor |
 | ColNorm | columns to RMS 1 (normalized: 1/d_in); transpose=True acts on rows (embedding) | normal, columns rescaled |
 | RowNorm | rows to ℓ2 1/sqrt(d_in) (normalized=False: 1) | normal, rows rescaled |
 | Sign | sign(G)/d_in (normalized=False: sign(G)) | ±1/d_in |
 | BiasRMS | g/RMS(g) | zeros |
 | Auto | ndim 3/4: SpectralConv; 2: Spectral; ≤1: BiasRMS | same dispatch |
+
+Spectral's options: normalized=False: ·sqrt(d_out); max=True: factor floored at 1; blocks=k: per row block.
 """
 
 from __future__ import annotations

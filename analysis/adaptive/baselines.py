@@ -21,10 +21,10 @@ import polars as pl
 
 from analysis.adaptive import trajectory
 from analysis.adaptive.loop import Trainer
-from analysis.adaptive.targets import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.target_fits import TargetFit, judge, settled_sizes
+from analysis.adaptive.targets import Asymptote, Summary, Target
 
 __all__ = ["FixedResult", "grid_order", "random_order", "run_fixed"]
 

@@ -29,8 +29,8 @@ import polars as pl
 
 from analysis.adaptive.baselines import grid_order, random_order, run_fixed
 from analysis.adaptive.loop import run_adaptive, seed_design
-from analysis.adaptive.targets import Ranking, Target
 from analysis.adaptive.space import CandidateSpace
+from analysis.adaptive.targets import Ranking, Target
 from analysis.adaptive.trainer import SyntheticTrainer
 from analysis.adaptive.trajectory import reached, width_at
 from analysis.errors import AnalysisInputError
@@ -117,8 +117,8 @@ def summarise_decisions(study: pl.DataFrame) -> pl.DataFrame:
     order = {d: i for i, d in enumerate(DESIGNS)}
     decided = pl.col("decided")
     return (study.group_by("design").agg(
-        pl.len().alias("seeds"), (pl.col("right") == True).sum().alias("right"),
-        (pl.col("right") == False).sum().alias("wrong"),
+        pl.len().alias("seeds"), pl.col("right").eq(True).sum().alias("right"),
+        pl.col("right").eq(False).sum().alias("wrong"),
         (~decided).sum().alias("undecided"),
         pl.col("runs").filter(decided).median().alias("runs_median"),
         pl.col("flops").filter(decided).median().alias("flops_median"))

@@ -22,7 +22,6 @@ trainer.SyntheticTrainer. Nothing here reads a clock: a result depends on its in
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,10 +29,10 @@ import numpy as np
 import polars as pl
 
 from analysis.adaptive import trajectory
-from analysis.adaptive.targets import Asymptote, Summary, Target
 from analysis.adaptive.planner import GRID, plan_next, start_cell
 from analysis.adaptive.space import CandidateSpace
 from analysis.adaptive.target_fits import TargetFit, judge, settled_sizes, size_points
+from analysis.adaptive.targets import Asymptote, Summary, Target
 from analysis.errors import AnalysisInputError
 
 __all__ = ["AdaptiveResult", "Round", "Trainer", "run_adaptive", "seed_design"]

@@ -14,8 +14,8 @@ Candidates are grouped into *actions*, the smallest sets of runs that change the
   untried in-grid neighbours of its best cell; for a size without runs, a start cell and
   its neighbours; for a size whose neighbours are all run but whose best cell has fewer
   seeds than the most replicated cell there, that cell's missing seeds (target_fits.py: a
-  mean of one run must not beat a mean of several). The start cell is transferred from the sizes already settled: per axis,
-  the best cell's grid index regressed linearly on log N and rounded (one settled size:
+  mean of one run must not beat a mean of several). The start cell is transferred from the sizes already settled: per
+  axis, the best cell's grid index regressed linearly on log N and rounded (one settled size:
   its cell; none: the sizes with runs; no runs: ``Axis.start``), since the optimum of the
   tuned axes drifts with N. Its effect: a point at N with the best cell's weight.
 - replicate N: one more seed of a settled size's best cell (the next replicate index not

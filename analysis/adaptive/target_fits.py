@@ -58,7 +58,8 @@ RIVAL_Z = 1.0
 @dataclass(frozen=True)
 class SizePoints:
     """Per size with runs: N, the best cell's axis values, loss (its seed mean), m, behind
-    (seeds it lacks against the most replicated cell at N), settled, runs (at that size); the best cells' runs; and the replicate scatter of every cell."""
+    (seeds it lacks against the most replicated cell at N), settled, runs (at that size); the best cells' runs; and the
+    replicate scatter of every cell."""
 
     frame: pl.DataFrame
     rows: pl.DataFrame

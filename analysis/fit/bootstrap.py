@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.errors import AnalysisInputError
-from analysis.solvers.multistart import lbfgs_batched
 from analysis.laws.fit_objective import Objective
 from analysis.progress import BootstrapProgress, Reporter, progress_fn
+from analysis.solvers.multistart import lbfgs_batched
 
 __all__ = ["CHUNKS", "MAX_RESAMPLES", "MIN_CHUNK", "BootstrapResult", "bootstrap_fit",
            "check_resamples"]

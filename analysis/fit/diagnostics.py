@@ -27,7 +27,8 @@ Neither check sees a curved valley: an objective that has curvature at the optim
 rises by less than a confidence threshold all the way to a bound (Muennighoff et al.'s R_D*,
 whose D' saturates as R_D* grows). ``FitResult.profile`` (profile.py) finds those.
 
-Sides a parameter is left open on (``open_side_warnings``). A cheap test, run on every fit, for a parameter the data leave open towards a box bound.
+Sides a parameter is left open on (``open_side_warnings``). A cheap test, run on every fit, for a parameter the data
+leave open towards a box bound.
 
 For each free coordinate k and each bound b of its box, the objective is evaluated at the
 optimum with z_k moved to b and every other coordinate held. If the rise is below the 95%
@@ -51,7 +52,8 @@ from analysis.fit.profile_threshold import calibrate
 from analysis.laws.fit_objective import Objective
 from analysis.laws.laws import Law
 
-__all__ = ["BOUND_RTOL", "FLAT_EIGENVALUE", "MIN_POINTS_PER_PARAM", "OPEN_LEVEL", "at_bounds", "bound_side", "bound_warnings", "hessian", "identifiability_warnings", "internal_bound_side", "open_side_warnings"]
+__all__ = ["BOUND_RTOL", "FLAT_EIGENVALUE", "MIN_POINTS_PER_PARAM", "OPEN_LEVEL", "at_bounds", "bound_side",
+           "bound_warnings", "hessian", "identifiability_warnings", "internal_bound_side", "open_side_warnings"]
 
 MIN_POINTS_PER_PARAM = 3
 FLAT_EIGENVALUE = 1e-4

@@ -8,7 +8,8 @@ A, B, E free and untied, alpha and beta free or tied to each other; "grid" other
 0. "varpro" (solvers/varpro.py; Golub & Pereyra 1973): on a 60 x 60 grid of (alpha, beta)
    E, A, B solve a non-negative least-squares fit in relative (log-like) residuals; the
    grid's ``VARPRO_KEEP`` = 8 best local minima/points are the starts; steps 3-4 below
-   (no screen) minimise the real objective from them. On Epoch's data it reaches the grid's optimum to 1e-14 relative (bench/varpro_speed.py).
+   (no screen) minimise the real objective from them. On Epoch's data it reaches the grid's optimum to 1e-14 relative
+   (bench/varpro_speed.py).
 1. "grid" starts: the Cartesian product of the law's per-parameter grids over the free
    parameters (Chinchilla: alpha, beta in {0, .5, .., 2}, e in {-1, -.5, .., 1},
    a, b in {0, 5, .., 25}: Epoch's 4,500 starts; DataConstrained: 32,400), clipped into

@@ -20,12 +20,12 @@ from typing import Any
 
 import polars as pl
 
+from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.bootstrap import BootstrapResult
 from analysis.fit.diagnostics import at_bounds
-from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.fit import FitResult, require_points
-from analysis.tables.select import select_runs
 from analysis.fit.xvars import ensemble_points, fit_ready, law_fitter, with_x_columns
+from analysis.tables.select import select_runs
 
 __all__ = ["GroupFit", "Selection", "fit_selection", "group_label", "group_runs"]
 

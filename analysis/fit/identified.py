@@ -80,8 +80,8 @@ def min_sizes(n_free: int) -> int:
 def why_not_identified(B: float, C: float, x, y, fitted, c_halfwidth: float | None = None,
                        n_free: int = 3) -> str | None:
     """The reason C is not identified (no parameter of an unidentified fit is written; a
-    rise is given in the data's numbers: where, how far, against the scatter), or None. ``fitted``: the fit's values at ``x``; ``c_halfwidth``: the
-    half-width of C's interval, where the fit has one (nan or inf: no finite interval);
+    rise is given in the data's numbers: where, how far, against the scatter), or None. ``fitted``: the fit's values at
+    ``x``; ``c_halfwidth``: the half-width of C's interval, where the fit has one (nan or inf: no finite interval);
     ``n_free``: the fit's free parameters (2 when B is fixed), for the residual scatter."""
     x, y, fitted = (np.asarray(v, dtype=float) for v in (x, y, fitted))
     if B < 1e-3 or float(np.ptp(fitted)) == 0.0:  # B ~ 0, or A = 0: a flat fitted curve

@@ -12,7 +12,8 @@ either side of t (warm starts from both sides) - and keeps the lowest objective.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import minimize

@@ -17,8 +17,8 @@ again, at most ``_REFINE`` times; an end that still fails is reported "not found
 an end. A rise below half the threshold also refits the bracket's far point from the
 verified one: when that falls below the threshold, the far point's first refit had left
 the valley (L-BFGS-B's first step can jump to another one, e.g. a = -sqrt(b) in a
-Rosenbrock valley b = a^2) and the walk goes on from it. A side whose walk reaches the box bound below the threshold ends at the bound:
-"box".
+Rosenbrock valley b = a^2) and the walk goes on from it. A side whose walk reaches the box bound below the threshold
+ends at the bound: "box".
 """
 
 from __future__ import annotations

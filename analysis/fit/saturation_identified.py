@@ -23,7 +23,8 @@ The profile holds a two-stage fit's base law fixed (it is conditional on stage 1
 the fit's own SEs (``base_dependence`` below measures the base's share). Pure numpy/scipy;
 2 small refits per constant, and a profile (profile.py) for each constant not yet flagged.
 
-How far they move with the base law (``base_dependence``). How far a two-stage data-constrained fit's R_D*, R_N* move when its base law moves.
+How far they move with the base law (``base_dependence``). How far a two-stage data-constrained fit's R_D*, R_N* move
+when its base law moves.
 
 Muennighoff et al. 2023 (arXiv 2305.16264, Section 5) fit the base law
 L = E + A/N^alpha + B/D^beta first, freeze it, then fit only R_D* and R_N*. Stage 2's own
@@ -62,7 +63,8 @@ from analysis.fit.profile_threshold import calibrate
 from analysis.laws.fit_objective import Objective
 from analysis.laws.laws import Chinchilla, DataConstrained
 
-__all__ = ["BASE_RESAMPLES", "BaseDependence", "FLAT_DECADE", "FLAT_DEVIANCE", "SATURATION", "base_dependence", "not_identified", "profile_rise"]
+__all__ = ["BASE_RESAMPLES", "BaseDependence", "FLAT_DECADE", "FLAT_DEVIANCE", "SATURATION", "base_dependence",
+           "not_identified", "profile_rise"]
 
 FLAT_DEVIANCE = 2.0  # deviance units a decade must raise the profile by, on both sides
 FLAT_DECADE = 10.0

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.laws.checks import checked_values
 from analysis.errors import AnalysisInputError, did_you_mean
+from analysis.laws.checks import checked_values
 
 __all__ = ["LAW_NAMES", "Chinchilla", "DataConstrained", "Law", "PowerLaw", "get_law"]
 

@@ -40,7 +40,7 @@ def plot_training_curves(evals: pl.DataFrame, runs: pl.DataFrame, *, split: str 
                              sharey=True, layout="constrained")
     for ax, group in zip(axes[0], groups):
         sub = data if group is None else data.filter(pl.col("recipe") == group)
-        for (run_id,), one in sub.sort("step").group_by("run_id", maintain_order=True):
+        for (_run_id,), one in sub.sort("step").group_by("run_id", maintain_order=True):
             ax.plot(one["tokens"], one["loss"], color=cm.viridis(norm(float(one["N"][0]))), lw=1.2, marker=".", ms=3)
         ax.set_title("all runs" if group is None else f"recipe: {group}", fontsize=9)
         ax.set_xlabel("training tokens")

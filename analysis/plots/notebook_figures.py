@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from analysis.plots.style import plt
 from analysis.plots.plots import save_figure
+from analysis.plots.style import plt
 
 __all__ = ["show"]
 

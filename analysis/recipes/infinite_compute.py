@@ -286,7 +286,8 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
         elif fits[recipe] is None:
             notes.append(f"{recipe} vs N: fit failed")
     best = pl.concat(best_parts)
-    ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, runs["run_id"] if "run_id" in runs.columns else None)
+    run_ids = runs["run_id"] if "run_id" in runs.columns else None
+    ens, members, k_fits, k_asym = _ensemble_part(ensembles, notes, run_ids)
     if (means := _seed_means(best, members, SEED_MEAN_OF)).height:
         fits[SEED_MEAN] = _fit(means["N"] / SCALE, means["loss"], notes, f"{SEED_MEAN} vs N")
         best = pl.concat([best, means.select(best.columns)])

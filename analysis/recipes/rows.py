@@ -151,7 +151,8 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     tuned = (pl.col("block") == tuned_block) | pl.col("block").str.starts_with(f"{tuned_block}-")
     in_tuned = runs.filter(tuned) if "block" in runs.columns else runs.clear()
     # Kim's layout with untagged tuned runs (only the students carry extra.recipe)?
-    layout = in_tuned.height > 0 and ("recipe" not in runs.columns or in_tuned["recipe"].null_count() == in_tuned.height)
+    layout = in_tuned.height > 0 and (
+        "recipe" not in runs.columns or in_tuned["recipe"].null_count() == in_tuned.height)
     if "recipe" in runs.columns and not layout:
         names = sorted((v for v in runs["recipe"].drop_nulls().unique().to_list() if v != ""),
                        key=lambda v: (v != STANDARD, v))  # the usual reference first

@@ -28,8 +28,9 @@ paired bootstrap, ``RecipeComparison``): A wins by at least -hi when hi < 0, B b
 when lo > 0. Otherwise: no verdict, with the reason in numbers.
 
 The lines (``verdict_lines``, ``pair_verdict``). Which recipe is better at infinite
-compute: one line per pair of recipes, answered where the data decide it, by the rule above. ``scalelab report``, ``scalelab demo`` and ``scalelab compare`` print these
-lines, built here from the same inputs, so on one sweep they print the same verdict.
+compute: one line per pair of recipes, answered where the data decide it, by the rule above. ``scalelab report``,
+``scalelab demo`` and ``scalelab compare`` print these lines, built here from the same inputs, so on one sweep they
+print the same verdict.
 
 Each recipe's level at infinite compute (``level_of``, from the runs of its best cell per
 size, ``cells.best_cells``) is
@@ -231,19 +232,19 @@ def recipe_verdict(a: RecipeLevel, b: RecipeLevel, *,
                            f"{ci} lies above 0", level)
         return Verdict(a.name, b.name, None, None, float("nan"), "paired Delta E",
                        f"{ci} contains 0", level)
-    for w, l in ((a, b), (b, a)):
-        x = l.lo - w.hi
+    for w, loser in ((a, b), (b, a)):
+        x = loser.lo - w.hi
         if x > 0:
-            return Verdict(a.name, b.name, w.name, l.name, x, "upper end vs lower end",
-                           f"{w._upper()} lies {x:.3g} below {l._lower()}", level)
+            return Verdict(a.name, b.name, w.name, loser.name, x, "upper end vs lower end",
+                           f"{w._upper()} lies {x:.3g} below {loser._lower()}", level)
     # no verdict: report the pair whose ends come closest to separating
-    w, l = (a, b) if a.value <= b.value else (b, a)
-    gap = l.lo - w.hi
-    if not l.identified:
-        reason = (f"{w._upper()} is within {l._z_sigma()} of {l.name}'s best "
-                  f"{l.value:.4g} (they overlap by {-gap:.3g} nats)")
+    w, loser = (a, b) if a.value <= b.value else (b, a)
+    gap = loser.lo - w.hi
+    if not loser.identified:
+        reason = (f"{w._upper()} is within {loser._z_sigma()} of {loser.name}'s best "
+                  f"{loser.value:.4g} (they overlap by {-gap:.3g} nats)")
     else:
-        reason = (f"{w._upper()} does not lie below {l._lower()} (they overlap by "
+        reason = (f"{w._upper()} does not lie below {loser._lower()} (they overlap by "
                   f"{-gap:.3g} nats)")
     return Verdict(a.name, b.name, None, None, float("nan"), "upper end vs lower end", reason,
                    level)

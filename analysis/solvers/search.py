@@ -37,10 +37,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from analysis.solvers.levenberg import lm_batched
-from analysis.solvers.multistart import BatchResult
 from analysis.laws.fit_objective import Objective
 from analysis.progress import FitClock
+from analysis.solvers.levenberg import lm_batched
+from analysis.solvers.multistart import BatchResult
 
 __all__ = [
     "CONTINUE_FTOL",

@@ -6,8 +6,8 @@ best_loss, wall_time_s, ...) or any polars DataFrame that already has N, D, U an
 
 Runs that cannot enter a fit are dropped, each reason counted in a note: records that
 failed ``collect``'s verification (``records_verified`` False: a record file changed since
-its manifest, or another run's directory; their losses are null), state other than COMPLETED (DIVERGED runs are terminal and excluded from fits;
-FAILED, PREEMPTED, RUNNING, ... are incomplete), and missing or non-finite N, D, U or loss.
+its manifest, or another run's directory; their losses are null), state other than COMPLETED (DIVERGED runs are terminal
+and excluded from fits; FAILED, PREEMPTED, RUNNING, ... are incomplete), and missing or non-finite N, D, U or loss.
 Every run whose ``records_note`` is set (a corrupt record file, a failed verification) is
 named in a note of its own, so a report says which file of which run.
 """
@@ -115,8 +115,8 @@ def _drop_unverified(runs: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
 
 
 def prepare_runs(runs: pl.DataFrame, *, loss: str = "final_loss", n_column: str = "N") -> FitTable:
-    """Select fit-ready rows: runs the sweep's latest spec plans (``drop_stale``), COMPLETED state (when a ``state`` column exists) and finite,
-    positive N, D, U, loss. ``loss`` picks the runs-table column used as the loss."""
+    """Select fit-ready rows: runs the sweep's latest spec plans (``drop_stale``), COMPLETED state (when a ``state``
+    column exists) and finite, positive N, D, U, loss. ``loss`` picks the runs-table column used as the loss."""
     if not isinstance(runs, pl.DataFrame):
         raise AnalysisInputError(f"expected a polars DataFrame, got {type(runs).__name__}")
     if "loss" in runs.columns and loss in LOSS_COLUMNS and loss not in runs.columns:

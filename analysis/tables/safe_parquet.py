@@ -17,7 +17,8 @@ Both open the file once through ``analysis.tables.bounded_read.open_checked`` (n
 blocking on a FIFO, refusing what is no regular file or is over its kind's size limit) and
 read only the descriptor they checked: pyarrow decodes that descriptor, never the path
 opened again. A sweep-level file (``read_sweep_parquet``) is read whole, checked against its
-manifest (``analysis.tables.sweep_manifest``) and decoded from those bytes. pyarrow, not polars, decodes untrusted bytes: in a fuzz of 12,000 bit-flipped
+manifest (``analysis.tables.sweep_manifest``) and decoded from those bytes. pyarrow, not
+polars, decodes untrusted bytes: in a fuzz of 12,000 bit-flipped
   files polars' reader aborted the process (a Rust panic or a failed 2^61-byte allocation,
   no Python exception), even after a pyarrow footer check, while pyarrow raised for every
   bad file and the table it accepted never upset polars.

@@ -12,8 +12,8 @@ compile backend is Inductor (``compile_fx``, what ``backend="inductor"`` calls) 
 function that counts its calls, which must be at least that: it is one more when Dynamo
 restarts the first graph's analysis, as it does for the 0-d float64 lr tensor each group holds
 (``optim._hyper``: Dynamo reads such a tensor as a float and its tensorify pass restarts
-once), the same graph compiled again, not a new one. ``fullgraph=True`` turns a graph break into an error, and a recompile past
-``torch._dynamo.config.recompile_limit`` (8) into ``FailOnRecompileLimitHit`` instead of a silent
+once), the same graph compiled again, not a new one. ``fullgraph=True`` turns a graph break into an error, and a
+recompile past ``torch._dynamo.config.recompile_limit`` (8) into ``FailOnRecompileLimitHit`` instead of a silent
 fallback to eager (before the fix, Muon's nested AdamW made Dynamo guard on each new grad
 tensor: 8 graphs in 8 steps, then eager).
 
@@ -22,8 +22,8 @@ ColNorm, sums squares by matmul (``optim.lmo._l2_norms``), so it rounds differen
 in the last bits, and 20 steps of training feed those differences back through the gradients.
 fp32 recipes (Muon with an fp32 Newton-Schulz) must agree to ``ATOL_FP32`` = 1e-5 on weights
 of size ~0.1-1 (largest differences seen: Muon 2.4e-7, Scion 1.7e-6, AdamW 2.4e-7); Muon with
-its default bf16 Newton-Schulz to ``ATOL_NS_BF16`` (its derivation is written there); the pure-bf16 SR recipe to ``ATOL_BF16`` = 3e-2, a few
-bf16 ulps at |w| ~ 1, because a last-bit difference of the fp32 value can flip a stochastic
+its default bf16 Newton-Schulz to ``ATOL_NS_BF16`` (its derivation is written there); the pure-bf16 SR recipe to
+``ATOL_BF16`` = 3e-2, a few bf16 ulps at |w| ~ 1, because a last-bit difference of the fp32 value can flip a stochastic
 rounding decision by one ulp (seen: 0, bitwise equal, with aot_eager and with Inductor).
 
 Time on this project's 2-core CPU machine (torch 2.13, gcc, one thread), cold Inductor cache

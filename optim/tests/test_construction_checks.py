@@ -29,7 +29,8 @@ def _p(*shape):
     ("RowNorm", ()), ("RowNorm", (4,)), ("Sign", ()),
 ])
 def test_scion_refuses_a_param_its_norm_cannot_take(norm, shape):
-    with pytest.raises(ValueError, match=rf"Scion: norm {norm} cannot take the param of shape {tuple(shape)!r}".replace("(", r"\(").replace(")", r"\)")):
+    message = rf"Scion: norm {norm} cannot take the param of shape {tuple(shape)!r}"
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         optim.Scion([_p(*shape)], norm=norm)
     opt = optim.Scion([_p(4, 4)], norm=norm if norm != "Sign" else "Spectral")
     with pytest.raises(ValueError, match="cannot take"):
@@ -55,9 +56,11 @@ def test_every_shape_scion_accepts_steps(norm, shape):
 
 
 @pytest.mark.parametrize(("make", "group", "message"), [
-    (lambda g: optim.Muon(g), {"use_muonn": False}, "Muon: unknown param group key 'use_muonn'; did you mean 'use_muon'?"),
+    (lambda g: optim.Muon(g), {"use_muonn": False},
+     "Muon: unknown param group key 'use_muonn'; did you mean 'use_muon'?"),
     (lambda g: optim.Muon(g), {"block": 3}, "did you mean 'blocks'?"),
-    (lambda g: optim.AdamW(g), {"weight_decy": 0.0}, "AdamW: unknown param group key 'weight_decy'; did you mean 'weight_decay'?"),
+    (lambda g: optim.AdamW(g), {"weight_decy": 0.0},
+     "AdamW: unknown param group key 'weight_decy'; did you mean 'weight_decay'?"),
     (lambda g: optim.Scion(g), {"scales": 2.0}, "Scion: unknown param group key 'scales'; did you mean 'scale'?"),
     (lambda g: optim.AdamW(g), {"foo": 1}, "AdamW: unknown param group key 'foo' \\(known:"),
 ])

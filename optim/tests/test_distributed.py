@@ -78,7 +78,8 @@ def _train(model, opt, steps, rank=None, world=1):
 
 
 def _full(model):
-    return {n: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone() for n, p in model.named_parameters()}
+    return {n: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
+            for n, p in model.named_parameters()}
 
 
 def _init(rank, world, init_file):

@@ -328,7 +328,8 @@ def test_routing_by_name(tied):
     model = _TinyLlama(tied)
     routes = route_params(model)
     assert all(".proj" not in n for n in routes["adamw"])
-    hidden = {f"layers.{i}.{m}.weight" for i in range(2) for m in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj")}
+    hidden = {f"layers.{i}.{m}.weight" for i in range(2)
+              for m in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj")}
     assert set(routes["muon"]) == hidden
     assert "embed_tokens.weight" in routes["adamw"] and "norm.weight" in routes["adamw"]
     assert ("lm_head.weight" in routes["adamw"]) != tied  # a tied head is listed once, by its first name

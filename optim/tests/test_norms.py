@@ -48,7 +48,8 @@ def test_embedding_is_transposed():
     w = _w((50, 8))  # [vocab, dim]
     _check(w, w.double().numpy().T, transpose=True)
     # l1_to_rms of the embedding is the largest token-row RMS
-    assert math.isclose(norms.l1_to_rms(w, transpose=True).item(), w.pow(2).mean(dim=1).sqrt().max().item(), rel_tol=REL)
+    assert math.isclose(norms.l1_to_rms(w, transpose=True).item(), w.pow(2).mean(dim=1).sqrt().max().item(),
+                        rel_tol=REL)
 
 
 def test_vectors_lift_to_diag_and_conv_flattens():
@@ -117,8 +118,10 @@ def test_layer_norms_rows_roles_and_updates():
     rows = norms.layer_norms(m, kinds=("l1_to_rms", "rms_to_inf", "supremum"))
     get = {(r["layer"], r["param"], r["norm"]): r["value"] for r in rows}
     emb, head = m.tok_emb.weight.detach(), m.lm_head.weight.detach()
-    assert math.isclose(get[("tok_emb", "weight", "l1_to_rms")], emb.pow(2).mean(dim=1).sqrt().max().item(), rel_tol=REL)
-    assert math.isclose(get[("lm_head", "weight", "rms_to_inf")], math.sqrt(6) * head.norm(dim=1).max().item(), rel_tol=REL)
+    assert math.isclose(get[("tok_emb", "weight", "l1_to_rms")], emb.pow(2).mean(dim=1).sqrt().max().item(),
+                        rel_tol=REL)
+    assert math.isclose(get[("lm_head", "weight", "rms_to_inf")], math.sqrt(6) * head.norm(dim=1).max().item(),
+                        rel_tol=REL)
     assert ("block", "bias", "rms_to_inf") in get  # 1-D lifted to diag
     assert [k for k in get if k[0] == "" and k[1] == "scale"] == [("", "scale", "supremum")]
     assert all(set(r) == {"layer", "param", "norm", "value"} and isinstance(r["value"], float) for r in rows)

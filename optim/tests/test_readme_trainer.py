@@ -1,6 +1,7 @@
 """An outside trainer that uses optim/README.md's exact lines: the "Muon in your trainer" block
 under DDP and under FSDP2 (``fully_shard``, 2 gloo ranks) and the "Scion in your trainer" block
-under FSDP2, each against the same block in one process, and the "Compile" block (``torch.compile(opt.step, fullgraph=True)`` with a scheduler).
+under FSDP2, each against the same block in one process, and the "Compile" block (``torch.compile(opt.step,
+fullgraph=True)`` with a scheduler).
 
 The blocks are read from the README and executed as written (``exec``), with ``model``,
 ``loader`` (and ``total_steps``) supplied, so the README and this test cannot drift. The model

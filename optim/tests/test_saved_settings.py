@@ -87,13 +87,15 @@ def test_a_resume_may_change_the_distributed_mode(cls, name, value, stored):
     assert len(fresh.state) == 1
 
 
-@pytest.mark.parametrize(("cls", "name", "value", "stored"), ENFORCED, ids=[f"{c.__name__}-{n}" for c, n, *_ in ENFORCED])
+@pytest.mark.parametrize(("cls", "name", "value", "stored"), ENFORCED,
+                         ids=[f"{c.__name__}-{n}" for c, n, *_ in ENFORCED])
 def test_load_refuses_a_state_dict_saved_with_another_setting(cls, name, value, stored):
     saved = _stepped(cls, **{name: value}).state_dict()
     assert saved["settings"][name] == stored
     fresh = cls([nn.Parameter(torch.zeros(4, 4))])
     default = SETTINGS[cls][name]
-    message = f"{cls.__name__}.load_state_dict: setting {name!r} was {stored!r} when saved, this optimizer has {default!r}"
+    message = (f"{cls.__name__}.load_state_dict: setting {name!r} was {stored!r} when saved, "
+               f"this optimizer has {default!r}")
     with pytest.raises(ValueError, match=re.escape(message)):
         fresh.load_state_dict(saved)
     same = cls([nn.Parameter(torch.zeros(4, 4))], **{name: value})

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.adaptive import TargetFit, plan_next, seed_design
-from analysis.adaptive.targets import Summary, Target
 from analysis.adaptive.target_fits import judge, settled_sizes
+from analysis.adaptive.targets import Summary, Target
 from scalelab.adaptive import record
 from scalelab.adaptive.block import block_spec
 from scalelab.adaptive.observed import Observed, observe

@@ -27,7 +27,8 @@ from scalelab.errors import (
     out_of_memory_message,
 )
 
-_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo", "compare", "next", "transfer")
+_VERB_MODULES: tuple[str, ...] = ("train", "data", "ensemble", "sweep", "fit", "report", "explain", "tune", "demo",
+                                  "compare", "next", "transfer")
 
 for _name in _VERB_MODULES:
     importlib.import_module(f"scalelab.cli.{_name}")

@@ -37,7 +37,8 @@ def ensemble_cmd(
     batch_size: int = typer.Option(None, min=1, help=(
         "Sequences per held-out batch (default: train.batch_size, as the runs' own evals); at "
         "most the validation split's windows (or train.batch_size, when larger).")),
-    device: str = typer.Option("auto", help="'auto' (cuda when present), 'cpu', 'cuda' or 'cuda:N' (train.device's rule)."),
+    device: str = typer.Option("auto", help=(
+        "'auto' (cuda when present), 'cpu', 'cuda' or 'cuda:N' (train.device's rule).")),
     root: str = typer.Option(None, help="Root of sweep directories when SWEEP is a spec."),
 ) -> None:
     """Evaluate every group of members (runs differing only in `member`) as K = 1..M
@@ -58,7 +59,8 @@ def ensemble_cmd(
     sweep_dir = sweep_dir_of(sweep, root)
     if not find_groups(sweep_dir):
         raise UserError("no group of >= 2 COMPLETED runs differing only in `member`", file=str(sweep_dir))
-    table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size, device=device, device_key="--device")
+    table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size,
+                                device=device, device_key="--device")
     console = Console()
     for gid, rows in table.group_by("run_id", maintain_order=True):
         t = Table(title=f"{rows['name'][0]} ({gid[0][:SHORT_HEX]})")
@@ -69,6 +71,7 @@ def ensemble_cmd(
             vals = [rows.filter((rows["method"] == m) & (rows["members"] == k))["loss"] for m in method]
             t.add_row(str(k), *[f"{v[0]:.4f}" if len(v) else "" for v in vals])
         single = rows.filter(rows["method"] == "member").sort("member")
-        t.caption = "members alone: " + ", ".join(f"{r['member']}: {r['loss']:.4f}" for r in single.iter_rows(named=True))
+        t.caption = "members alone: " + ", ".join(
+            f"{r['member']}: {r['loss']:.4f}" for r in single.iter_rows(named=True))
         console.print(t)
     console.print(f"wrote {out}")

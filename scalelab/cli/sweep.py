@@ -73,14 +73,17 @@ def sweep_cmd(
     fmt: str | None = typer.Option(None, "--format", help=_FORMAT_HELP),
     output: Path | None = typer.Option(None, "-o", "--output", help=_OUTPUT_HELP),
     executor: str | None = typer.Option(None, "--executor", help=_EXECUTOR_HELP),
-    root: Path | None = typer.Option(None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
+    root: Path | None = typer.Option(
+        None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
     wait: bool = typer.Option(False, "--wait", help="On Slurm, block until the jobs end."),
     target: str | None = typer.Option(None, "--train-target", hidden=True, help=_TARGET_HELP),
     adaptive: bool = typer.Option(False, "--adaptive", help=_ADAPTIVE_HELP),
     budget: float | None = typer.Option(
         None, "--budget", help="With --adaptive: GPU-hours for the whole study (needs launcher.flops_per_gpu_s)."),
     target_width: float = typer.Option(
-        0.0, "--target-width", help="With --adaptive: stop once the target's CI is at most this wide (default 0: until the budget; a ranking also stops once decided)."),
+        0.0, "--target-width", help=(
+            "With --adaptive: stop once the target's CI is at most this wide (default 0: until the budget; "
+            "a ranking also stops once decided).")),
     goal: str = typer.Option("regularized.E", "--target", help="With --adaptive, what to pin down: " + TARGET_CHOICES),
     recipe: list[str] = typer.Option([], "--recipe", help="With --adaptive: " + RECIPE_HELP),
     quiet: bool = quiet_option(),

@@ -38,10 +38,15 @@ def train_cmd(
     overrides: list[str] = typer.Argument(
         None, metavar="KEY=VALUE", help="dotted.key=value overrides, e.g. optim.lr=1e-3"
     ),
-    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (default <root>/<label>-<run id>: the model and optimizer, the run id 32 hex digits; an existing <anything>-<run id> of this config is reused)."),
-    root: Path | None = typer.Option(None, "--root", help="Parent of the default run directory (default $SCALELAB_ROOT or ./runs)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or eval lines (messages and errors still show; default $SCALELAB_QUIET)."),
-    log_format: str | None = typer.Option(None, "--log-format", metavar="[text|json]", help="text (default) or json: one JSON object per line, for cluster logs (default $SCALELAB_LOG_FORMAT)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help=(
+        "Run directory (default <root>/<label>-<run id>: the model and optimizer, the run id 32 hex digits; "
+        "an existing <anything>-<run id> of this config is reused).")),
+    root: Path | None = typer.Option(
+        None, "--root", help="Parent of the default run directory (default $SCALELAB_ROOT or ./runs)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=(
+        "No progress or eval lines (messages and errors still show; default $SCALELAB_QUIET).")),
+    log_format: str | None = typer.Option(None, "--log-format", metavar="[text|json]", help=(
+        "text (default) or json: one JSON object per line, for cluster logs (default $SCALELAB_LOG_FORMAT).")),
 ) -> int:
     """Train one run; a relaunch on the same run directory resumes from its checkpoint."""
     from scalelab.config import load_run_config

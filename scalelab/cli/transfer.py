@@ -12,9 +12,9 @@ Reads ``<sweep>/runs.parquet`` (collected first when missing or stale:
   (``analysis.transfer.profile``: a batch-size law with the lr tuned per batch);
 - the law hp* = c · Π x^a with its parameters' intervals;
 - with ``--predict N=1e9`` (repeatable; one VAR=VALUE per variable of ``--x``, which is any
-  set of N, D, U and C: ``N=..,D=..`` for a law in N and D, ``D=..`` for one in D alone): hp* at that point from the law above, with its prediction interval, and
-  whether the point lies inside the fitted groups' range or is an extrapolation (by how
-  many times the largest, or below the smallest, fitted value);
+  set of N, D, U and C: ``N=..,D=..`` for a law in N and D, ``D=..`` for one in D alone): hp* at that point from the law
+  above, with its prediction interval, and whether the point lies inside the fitted groups' range or is an extrapolation
+  (by how many times the largest, or below the smallest, fitted value);
 - with ``--holdout-largest K``: the law refitted without the K largest sizes, their
   predicted optimum with its prediction interval against the observed one;
 - the norm check: the output layer's norm at each size's optimum, whether it is constant

@@ -28,12 +28,14 @@ the study's own work grows with the square of the trials."""
 @app.command("tune")
 def tune_cmd(
     spec: Path = typer.Argument(..., help="Sweep spec YAML with a tune: section."),
-    root: Path | None = typer.Option(None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
+    root: Path | None = typer.Option(
+        None, "--root", help="Sweeps root (default $SCALELAB_ROOT, launcher.root, ./runs)."),
     executor: str | None = typer.Option(None, "--executor", help="auto | slurm | local | debug (default: the spec's)."),
     n_trials: int | None = typer.Option(None, "--n-trials", min=1, max=TRIAL_LIMIT, help=(
         "Optuna: finished trials to reach (default tune.n_trials); at most 10,000: each trial "
         "is a training run, and the sampler reads every finished trial at each ask.")),
-    target: str | None = typer.Option(None, "--train-target", hidden=True, help="module:function trained instead of scalelab.train:train (tests)."),
+    target: str | None = typer.Option(None, "--train-target", hidden=True, help=(
+        "module:function trained instead of scalelab.train:train (tests).")),
     quiet: bool = quiet_option(),
     log_format: str | None = log_format_option(),
 ) -> int:

@@ -12,8 +12,8 @@ generated sequence is one training window of the student.
 The output is a token directory (``scalelab.data.format``) named by a content hash of the
 teachers' weight digests and every generation parameter (the whole sha256, 64 hex), under
 ``cache_dir``: a directory whose header records the same digests and parameters is a cache
-hit and nothing is generated (``find_cached``; a hash prefix alone never decides it). For a fixed seed the tokens are the
-same on a given device (the generator is seeded per (member, batch); CPU is bitwise
+hit and nothing is generated (``find_cached``; a hash prefix alone never decides it). For a fixed seed the tokens are
+the same on a given device (the generator is seeded per (member, batch); CPU is bitwise
 deterministic, CUDA sampling may differ from CPU).
 """
 

@@ -34,8 +34,8 @@ from scalelab.distill.resolve import generation_key, needs_generation, teacher_d
 from scalelab.store.atomic import write_yaml_atomic
 from scalelab.store.layout import RUNS_FOLDER
 from scalelab.store.status import State, read_status
-from scalelab.sweep.run.launch import ReportCounts
 from scalelab.sweep.plan.resources import launchers_of
+from scalelab.sweep.run.launch import ReportCounts
 
 __all__ = ["StagedReport", "execute_staged", "has_students", "is_dependent"]
 

@@ -214,7 +214,8 @@ def evaluate_group(
             rows.append({**common, "loss": float(ens_sum[m][k] / count), "members": k + 1, "method": m, "member": None})
     for k in range(M):
         rows.append(
-            {**common, "loss": float(member_sum[k] / count), "members": 1, "method": "member", "member": group.member_ids[k]}
+            {**common, "loss": float(member_sum[k] / count), "members": 1, "method": "member",
+             "member": group.member_ids[k]}
         )
     return pl.DataFrame(rows, schema=ENSEMBLE_SCHEMA)
 

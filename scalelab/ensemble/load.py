@@ -82,7 +82,8 @@ def model_digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *, require_completed: bool = True) -> TrainedRun:
+def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *,
+                 require_completed: bool = True) -> TrainedRun:
     """The final model of a run, in eval mode, in fp32, on ``device``."""
     from scalelab.model import build_model
     from scalelab.train.checkpoint.directory import load_final

@@ -53,9 +53,9 @@ p·(2·R + 3·Bk) + 4·Bk, Bk the parameters of one block.
 **Loss** (``scalelab.model.chunked_loss``): the chunk's logits in the compute dtype and
 fp32, the log-sum-exp temporary and the cast gradient, c·V·(2·a + 8); the fp32 head-gradient
 accumulator with one chunk's partial (later its cast, saved) and the head's cast,
-V·d·(4 + 2·a); dh (saved) and h's cast, 2·a·n·d. Saved for backward: a·(n + V)·d. Plain fp32 logits (logit KD, ``distill.kd_weight`` > 0): 16·n·V (logits, their
-log-softmax, and its gradient in and out); with the KD terms (teacher log-probs, the
-tempered log-softmaxes) 32·n·V; the teachers' own weights are not counted.
+V·d·(4 + 2·a); dh (saved) and h's cast, 2·a·n·d. Saved for backward: a·(n + V)·d. Plain fp32 logits (logit KD,
+``distill.kd_weight`` > 0): 16·n·V (logits, their log-softmax, and its gradient in and out); with the KD terms (teacher
+log-probs, the tempered log-softmaxes) 32·n·V; the teachers' own weights are not counted.
 
 **Step temporaries**: torch AdamW (foreach) makes one parameter-sized temporary, s·P; the
 per-parameter optimizers (sr-adamw, muon, scion) about three fp32 copies of the largest

@@ -91,7 +91,7 @@ DIGEST_KEY = "sha256"
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class CorruptStatus(UserError):

@@ -34,12 +34,12 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from scalelab.sweep.spec import keys
-from scalelab.tune.coordinate import CoordinateResult, CoordinateSearch
 from scalelab.sweep.plan.datasets import DatasetFacts
-from scalelab.sweep.plan.table import Plan
 from scalelab.sweep.plan.expand import expand
+from scalelab.sweep.plan.table import Plan
+from scalelab.sweep.spec import keys
 from scalelab.sweep.spec.load import Spec
+from scalelab.tune.coordinate import CoordinateResult, CoordinateSearch
 
 __all__ = [
     "JOURNAL",
@@ -140,8 +140,8 @@ def execute_runner(sweep_dir: Path, spec: Spec, *, executor: str | None = None,
                    target: str | None = None, progress: bool = True) -> Runner:
     """The default runner: ``start.launch_plan(wait=True)`` (``launch.execute``, staged
     when the trial's plan has distillation students) then ``collect``."""
-    from scalelab.sweep.view.collect import collect
     from scalelab.sweep.run.start import launch_plan
+    from scalelab.sweep.view.collect import collect
 
     metric = spec.tune.objective if spec.tune else "final_loss"
 
@@ -235,7 +235,7 @@ def _coordinate(spec: Spec, book: _Book, runner: Runner, tell: TuneProgress | No
             break
         run_ids = [book.add({**cell, **dict(zip(t.axes, p))}) for cell, _, p in asks]
         values = runner(book.plan())
-        for (cell, search, point), ids in zip(asks, run_ids):
+        for (_cell, search, point), ids in zip(asks, run_ids):
             loss = _mean(ids, values)
             search.tell({point: None if loss is None else sign * loss})
     results = [(cell, s.result()) for cell, s in searches]

@@ -6,8 +6,8 @@ and F = SUM_i rho(r_i) (rho = r^2/2, or Huber), the optimum z_hat and a box.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy.optimize import minimize

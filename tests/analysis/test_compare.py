@@ -24,8 +24,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analysis.recipes.compare import RecipeComparison, compare_recipes
 from analysis.errors import AnalysisInputError
+from analysis.recipes.compare import RecipeComparison, compare_recipes
 
 SIZES = np.geomspace(5e6, 5e8, 7)
 SEEDS = 3

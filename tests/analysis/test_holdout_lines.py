@@ -12,8 +12,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_recipe_verdicts import _runs  # noqa: E402
 
-from analysis.report.holdout_lines import holdout_lines  # noqa: E402
 from analysis.recipes.infinite_compute import analyze  # noqa: E402
+from analysis.report.holdout_lines import holdout_lines  # noqa: E402
 
 
 def test_identified_laws_are_checked_on_their_largest_sizes():
@@ -22,7 +22,7 @@ def test_identified_laws_are_checked_on_their_largest_sizes():
     the refit's own error)."""
     lines = holdout_lines(analyze(_runs(2.10, 1.95)))
     by_law = {name: [ln for ln in lines if ln.startswith(f"{name} vs N:")] for name in ("standard", "regularized")}
-    for name, found in by_law.items():
+    for _name, found in by_law.items():
         assert len(found) == 2, lines  # k = 1 and k = 2 (8 sizes)
         assert "held out N = 271k" in found[0] and "largest 2 (N = 132k, 271k)" in found[1], found
         assert "NOT covered" not in " ".join(found), found

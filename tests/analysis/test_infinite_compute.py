@@ -39,7 +39,8 @@ def _runs() -> pl.DataFrame:
     shift = ref - _law(U0 / 1e6, *data_law)
     for u in (16384.0, 65536.0, 131072.0):
         rows.append(dict(block="data", N=5e5, D_unique=u, state="COMPLETED", name=f"u{u}",
-                         final_loss=_law(u / 1e6, *data_law) + shift, **{"optim.weight_decay": None, "data.epochs": None}))
+                         final_loss=_law(u / 1e6, *data_law) + shift,
+                         **{"optim.weight_decay": None, "data.epochs": None}))
     rows.append(dict(block="tuned", N=5e5, D_unique=U0, state="DIVERGED", name="bad", final_loss=float("nan"),
                      **{"optim.weight_decay": 0.8, "data.epochs": 8}))
     rows.append(dict(block="distill-ensemble", N=1e5, D_unique=U0, state="COMPLETED", name="student",

@@ -114,7 +114,8 @@ def test_report_compare_and_next_give_one_E_CI_and_reason_on_replicate_seeds(tmp
     assert said["regularized"].startswith("regularized.E = ")
 
 
-DATA_LAW = (0.075, 0.4, 1.7)  # the standard recipe's loss against U / 1e6 at N = 80k: A, B, C (2.59 at U0, as its tuned runs)
+# the standard recipe's loss against U / 1e6 at N = 80k: A, B, C (2.59 at U0, as its tuned runs)
+DATA_LAW = (0.075, 0.4, 1.7)
 DATA_U = (512, 1024, 4096, 8192, 16384, 65536)
 
 

@@ -9,11 +9,10 @@ import shutil
 
 import polars as pl
 import pytest
+from _cli_exit import exit_code as run
 
 from analysis.tables.layout import PLAN_FILE, RUNS_FILE, RUNS_FOLDER, SPEC_FILE, STATUS_FILE
-from _cli_exit import exit_code as run
 from scalelab.sweep.view.collect import collect, runs_table_stale
-
 
 
 @pytest.fixture()

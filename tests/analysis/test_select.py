@@ -10,8 +10,8 @@ import pytest
 from analysis import AnalysisInputError, PowerLaw, TooFewPointsError, fit_law
 from analysis.fit.diagnostics import at_bounds, bound_side
 from analysis.fit.grouped import group_label, group_runs
-from analysis.tables.select import parse_where, select_runs
 from analysis.fit.xvars import law_fitter, with_x_columns
+from analysis.tables.select import parse_where, select_runs
 
 RUNS = pl.DataFrame(
     {

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_bad_input import REPO, assert_one_line, write
 
-from analysis.fit.bootstrap import MAX_RESAMPLES, bootstrap_fit
 from analysis.errors import AnalysisInputError
+from analysis.fit.bootstrap import MAX_RESAMPLES, bootstrap_fit
 from scalelab import yamlsafe
 from scalelab.config import MEMBER_LIMIT
 from scalelab.errors import UserError

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
+from _cli_exit import exit_code as _run
 
 from analysis import PowerLaw, fit_law
-from _cli_exit import exit_code as _run
 
 pytestmark = pytest.mark.filterwarnings("ignore::analysis.errors.IdentifiabilityWarning")
 

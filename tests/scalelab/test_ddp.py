@@ -25,8 +25,8 @@ from _train_util import make_token_dir, spawn_ddp, tiny_overrides
 from scalelab.config import load_run_config
 from scalelab.errors import UserError
 from scalelab.store.status import State, read_status
-from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train import train
+from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train.parallel.distributed import DistEnv, detect, first_host, port_from_job, shard_slice
 
 

@@ -96,7 +96,8 @@ def _teacher_run(root, name: str, seed: int, dataset: str):
 @pytest.fixture
 def corpus(tmp_path):
     toks = np.random.default_rng(0).integers(0, 64, 4000)
-    return str(write_token_dir(tmp_path / "corpus", toks, vocab_size=64, tokenizer_id="test", eos_id=None, n_documents=1, sources=["rng"]))
+    return str(write_token_dir(tmp_path / "corpus", toks, vocab_size=64, tokenizer_id="test", eos_id=None,
+                               n_documents=1, sources=["rng"]))
 
 
 def test_generation_is_deterministic_content_hashed_and_cached(tmp_path, corpus):
@@ -115,7 +116,8 @@ def test_generation_is_deterministic_content_hashed_and_cached(tmp_path, corpus)
     assert again.name == out.name
     assert np.array_equal(np.fromfile(again / "tokens.bin", dtype="<u2"), tokens)
     # Another seed or another teacher set is another file.
-    other = generate(teachers, GenerationParams(n_tokens=30 * 9, seq_len=8, seed=2, batch_size=16), tmp_path / "syn", log=logs.append)
+    other = generate(teachers, GenerationParams(n_tokens=30 * 9, seq_len=8, seed=2, batch_size=16), tmp_path / "syn",
+                     log=logs.append)
     single = generate(teachers[:1], params, tmp_path / "syn", log=logs.append)
     assert len({out.name, other.name, single.name}) == 3
     assert not np.array_equal(np.fromfile(other / "tokens.bin", dtype="<u2"), tokens)
@@ -128,8 +130,10 @@ def test_mixture_ratio_is_exact_per_batch(tmp_path, corpus):
     # Synthetic tokens all >= 64 - 8 and real ones drawn from [0, 56): rows are told apart by value.
     syn_tokens = np.random.default_rng(1).integers(56, 64, 50 * 9)
     real_tokens = np.asarray(real.train) % 56
-    write_token_dir(tmp_path / "real", np.concatenate([real_tokens, np.asarray(real.val)]), vocab_size=64, tokenizer_id="test", eos_id=None, n_documents=1, sources=["r"])
-    write_token_dir(tmp_path / "syn", syn_tokens, vocab_size=64, tokenizer_id="test", eos_id=None, n_documents=50, sources=["s"], extra={"sequence_length": 9})
+    write_token_dir(tmp_path / "real", np.concatenate([real_tokens, np.asarray(real.val)]), vocab_size=64,
+                    tokenizer_id="test", eos_id=None, n_documents=1, sources=["r"])
+    write_token_dir(tmp_path / "syn", syn_tokens, vocab_size=64, tokenizer_id="test", eos_id=None, n_documents=50,
+                    sources=["s"], extra={"sequence_length": 9})
     cfg = DataConfig(dataset=str(tmp_path / "real"), seq_len=8, val_tokens=200, unique_tokens=8 * 40, epochs=4)
     stream = MixtureStream(open_dataset(cfg), open_synthetic(tmp_path / "syn", 8), cfg, 20, 0.75)
     assert (stream.n_real, stream.n_syn) == (5, 15) and stream.weight == 0.75

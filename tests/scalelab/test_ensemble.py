@@ -132,7 +132,8 @@ def test_sweep_evaluation_writes_k_1_to_m_rows_equal_to_direct_computation(tmp_p
     from scalelab.data.format import write_token_dir
     from scalelab.ensemble.evaluate import evaluate_sweep, find_groups
 
-    corpus = str(write_token_dir(tmp_path / "c", np.random.default_rng(0).integers(0, 32, 3000), vocab_size=32, tokenizer_id="t", eos_id=None, n_documents=1, sources=["rng"]))
+    corpus = str(write_token_dir(tmp_path / "c", np.random.default_rng(0).integers(0, 32, 3000), vocab_size=32,
+                                 tokenizer_id="t", eos_id=None, n_documents=1, sources=["rng"]))
     members = [_member_run(tmp_path, k, corpus) for k in range(3)]
     # A diverged run and a run with another shape are not members of the group.
     from scalelab.store.status import State, update_status

@@ -53,9 +53,9 @@ from _waits import CEILING_S
 
 from scalelab.config import load_run_config
 from scalelab.store.status import State, read_status
-from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train import train
 from scalelab.train.checkpoint import dcp
+from scalelab.train.checkpoint import directory as ckpt
 
 STEPS = 8
 STEP1_ULPS = 4

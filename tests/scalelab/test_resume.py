@@ -29,8 +29,8 @@ from _waits import CEILING_S, wait_until
 from scalelab.errors import EXIT_PREEMPTED
 from scalelab.identity import run_id
 from scalelab.store.status import State, read_status
-from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train import train
+from scalelab.train.checkpoint import directory as ckpt
 
 STEPS = 60
 EXTRA = ("train.checkpoint_every=4", "train.eval_every=10", "train.norms_every=10",

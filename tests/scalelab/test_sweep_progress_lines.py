@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import sys
-from pathlib import Path
 
 import polars as pl
 

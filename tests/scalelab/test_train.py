@@ -12,8 +12,8 @@ import yaml
 from _train_util import make_token_dir, tiny_cfg
 
 from scalelab.store.status import State, read_status
-from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train import train
+from scalelab.train.checkpoint import directory as ckpt
 from scalelab.train.records.records import SCHEMAS
 from scalelab.train.schedules import lr_at
 from scalelab.train.seeds import MEMBER_STRIDE, run_seeds

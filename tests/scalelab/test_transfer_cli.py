@@ -20,7 +20,7 @@ from analysis.tables.layout import NORMS_FILE, RUNS_FILE, RUNS_FOLDER
 SIZES = np.geomspace(5e3, 3e5, 6)
 
 
-def _sweep(tmp_path, hp="optim.lr", truth=TransferTruth(), joint=False):
+def _sweep(tmp_path, hp="optim.lr", truth=TransferTruth(), joint=False):  # noqa: B008 (a frozen dataclass)
     if joint:
         runs, norms = synthetic_joint_sweep(JointTruth(), SIZES, lr_points=5, rng=1), None
     else:

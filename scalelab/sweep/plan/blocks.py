@@ -50,7 +50,8 @@ def expand_blocks(spec: Any, datasets: Any = None):
             try:
                 resolved.append(resolve_teachers(c, pool))
             except UserError as err:
-                raise spec.error(f"block '{name}', run '{c.name}': {err.detail}", f"blocks.{name}.base.distill.teacher") from None
+                raise spec.error(f"block '{name}', run '{c.name}': {err.detail}",
+                                 f"blocks.{name}.base.distill.teacher") from None
         fulls = [full_id(c) for c in resolved]
         ids = [id_of(f) for f in fulls]
         keep = _first_owned(spec, ledger, fulls, [c.name for c in resolved], name)  # shared runs run once

@@ -26,9 +26,9 @@ sweep-wide ``executor``, ``root``, ``max_parallel``; a key set here wins over an
 rules), and its own ``grid``, ``zip``, ``members``, ``seeds`` (not inherited:
 a block without them is one run per member/seed). When the top level has a ``grid`` or
 ``zip`` of its own, it is expanded too, first, as the block named ``TOP_BLOCK`` ('tuned'),
-so a plain sweep (and ``scalelab tune`` on it) keeps working when blocks are added. Students' ``distill.teacher`` selectors are resolved against the
-runs of their own and all earlier blocks (``scalelab.distill.resolve``), before run ids are
-computed, so a student's id names its teachers. The plan table gains a ``block`` column.
+so a plain sweep (and ``scalelab tune`` on it) keeps working when blocks are added. Students' ``distill.teacher``
+selectors are resolved against the runs of their own and all earlier blocks (``scalelab.distill.resolve``), before run
+ids are computed, so a student's id names its teachers. The plan table gains a ``block`` column.
 A run that two blocks both produce (same run id, e.g. ensemble member 0 and a tuned-grid
 point) is planned once, under the first block.
 """

@@ -69,7 +69,8 @@ def block_constants(table: pl.DataFrame, configs: Sequence[Any]) -> pl.DataFrame
     (these are constant within a block unless an axis sets them: the table's column wins)."""
     has_block = "block" in table.columns
     firsts = (table.with_row_index("_i").group_by("block", maintain_order=True).agg(pl.col("_i").first())
-              if has_block else pl.DataFrame({"block": [None], "_i": [0]}, schema={"block": pl.String, "_i": pl.UInt32}))
+              if has_block
+              else pl.DataFrame({"block": [None], "_i": [0]}, schema={"block": pl.String, "_i": pl.UInt32}))
     rows = []
     for block, i in firsts.iter_rows():
         cfg = configs[int(i)] if configs else None

@@ -3,7 +3,8 @@
 - ``render_overview`` (the default): one row per (block, model size) with the run count,
   N, the range of total tokens D, total FLOPs, GPU-hours and peak GiB per GPU, then one
   compact column per axis that varies (a value, or ``×k`` for k values, listed under the
-  table), block subtotals and a total row (their D: the sum of the runs' D, ``Σ``) (``scalelab.sweep.view.plan_view`` aggregates).
+  table), block subtotals and a total row (their D: the sum of the runs' D, ``Σ``) (``scalelab.sweep.view.plan_view``
+  aggregates).
 - ``render_plan`` (``--runs``): one row per run: run id, name, the axis values, N,
   D_unique, D_total, epochs, steps, FLOPs, GPU-hours, micro-batch, GiB per GPU, the run's
   resources (``scalelab.sweep.plan.resources.describe``) and, when ``decisions``
@@ -30,8 +31,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scalelab.sweep.plan import resources
-from scalelab.sweep.view import plan_view
 from scalelab.sweep.plan.table import Plan
+from scalelab.sweep.view import plan_view
 
 __all__ = ["axis_labels", "human", "plan_summary", "render_overview", "render_plan"]
 

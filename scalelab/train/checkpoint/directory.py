@@ -66,7 +66,14 @@ import torch
 
 from scalelab.errors import UserError
 from scalelab.store.layout import CHECKPOINT_FOLDER
-from scalelab.train.checkpoint.manifest import DCP_METADATA, MANIFEST_FILE, FileDigest, HashingWriter, verify, write_manifest
+from scalelab.train.checkpoint.manifest import (
+    DCP_METADATA,
+    MANIFEST_FILE,
+    FileDigest,
+    HashingWriter,
+    verify,
+    write_manifest,
+)
 from scalelab.train.checkpoint.rng import rng_state, set_rng_state
 
 __all__ = [

@@ -30,8 +30,8 @@ import torch.distributed as dist
 from torch import nn
 
 from scalelab.train.checkpoint import directory as ckpt
-from scalelab.train.parallel.fsdp import is_sharded, load_full_state
 from scalelab.train.checkpoint.manifest import file_digest
+from scalelab.train.parallel.fsdp import is_sharded, load_full_state
 
 __all__ = ["restore", "save"]
 

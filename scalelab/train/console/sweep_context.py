@@ -1,8 +1,8 @@
 """Which sweep a run belongs to, read from the sweep's files (for W&B's group, job type, tags).
 
 A sweep launches each run in ``<sweep dir>/runs/<label>-<id>`` and keeps its plan in
-``<sweep dir>/plan.parquet`` (``scalelab.store.layout``): one row per run with ``run_id``, the axis columns (dotted config keys, and
-``seed``), and ``block`` when the spec has blocks. So a run directory knows, with nothing
+``<sweep dir>/plan.parquet`` (``scalelab.store.layout``): one row per run with ``run_id``, the axis columns (dotted
+config keys, and ``seed``), and ``block`` when the spec has blocks. So a run directory knows, with nothing
 passed to it, its sweep (the sweep directory's name), its block, and the axes its block
 varies (those with several values among the block's rows). A run anywhere else, or one
 its plan does not list, is standalone.

@@ -26,7 +26,6 @@ that differ in the last bits. Muon's and Scion's Newton-Schulz runs on the full 
 from __future__ import annotations
 
 import warnings
-
 from collections.abc import Iterable
 
 import torch

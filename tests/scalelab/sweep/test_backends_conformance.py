@@ -19,8 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_helpers import plan_of, scalelab, slurm_reason, wait_for_jobs, write_spec
 
-from scalelab.sweep.view.collect import collect
 from scalelab.sweep.run.launch import execute
+from scalelab.sweep.view.collect import collect
 from scalelab.sweep.view.status import sweep_states
 from scalelab.train.records.records import read_table
 

@@ -13,8 +13,8 @@ from scalelab.errors import UserError
 from scalelab.identity import canonical_json, full_id, identity_dict, run_dir_name, run_id
 from scalelab.sweep.plan.datasets import DatasetFacts
 from scalelab.sweep.plan.expand import expand
-from scalelab.sweep.view.render import plan_summary, render_plan
 from scalelab.sweep.spec.load import load_spec, parse_spec
+from scalelab.sweep.view.render import plan_summary, render_plan
 
 SWEEPS = Path(__file__).resolve().parents[3] / "sweeps"
 DEFAULT = {("default", 65536): DatasetFacts(vocab_size=256, train_tokens=10_000_000)}
@@ -38,8 +38,8 @@ def hand_params_and_flops(d, ff, layers, heads, kv, vocab, seq):
 
 
 def test_200M_tokens_plan_matches_hand_computation():
-    from scalelab.sweep.spec.blocks import TOP_BLOCK
     from scalelab.sweep.plan.blocks import expand_blocks
+    from scalelab.sweep.spec.blocks import TOP_BLOCK
 
     spec = load_spec(SWEEPS / "200M_tokens.yaml")
     t = expand_blocks(spec).table.filter(pl.col("block") == TOP_BLOCK) if spec.blocks \

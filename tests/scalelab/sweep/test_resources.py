@@ -27,13 +27,13 @@ from test_sbatch_golden import GOLDEN, check_golden, normalise
 
 from scalelab.errors import UserError
 from scalelab.sweep.plan import resources
-from scalelab.sweep.spec import launcher as launcher_keys
+from scalelab.sweep.plan.expand import expand
 from scalelab.sweep.run.backends.debug import DebugBackend
 from scalelab.sweep.run.backends.slurm import SlurmBackend
 from scalelab.sweep.run.launch import execute, plan_from_disk
-from scalelab.sweep.plan.expand import expand
-from scalelab.sweep.spec.sections import LauncherConfig
+from scalelab.sweep.spec import launcher as launcher_keys
 from scalelab.sweep.spec.load import parse_spec
+from scalelab.sweep.spec.sections import LauncherConfig
 
 BASE = {
     "model": {"preset": "cpu-50k"},

@@ -129,7 +129,7 @@ def test_errors_point_at_the_right_line_in_a_real_file(tmp_path):
     text = (SWEEPS / "tiny.yaml").read_text().replace("model.preset:", "model.presett:")
     bad = tmp_path / "tiny.yaml"
     bad.write_text(text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "model.presett:" in l)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "model.presett:" in ln)
     with pytest.raises(UserError) as info:
         load_spec(bad)
     assert str(info.value).startswith(f"{bad}:{line}: grid.model.presett: unknown config key")

@@ -49,7 +49,7 @@ def test_each_block_shows_only_the_axes_it_varies(tmp_path):
     assert "None" not in text
     by_block = grids(text)
     assert list(by_block) == ["lr", "wd", "one"]  # plan order
-    header = lambda block: next(l for l in by_block[block].splitlines() if l.startswith("┃")).split()
+    header = lambda block: next(ln for ln in by_block[block].splitlines() if ln.startswith("┃")).split()
     assert header("lr") == ["┃", "lr", "┃", "N", "┃", "2000", "┃", "4000", "┃"]
     assert "weight_decay" not in by_block["lr"]
     assert header("wd") == ["┃", "N", "┃", "0", "┃", "0.4", "┃", "1.6", "┃"]  # wd: the columns

@@ -8,8 +8,8 @@ import optuna
 import pytest
 
 from scalelab.cli import main
-from scalelab.tune.coordinate import CoordinateSearch, coordinate_search
 from scalelab.sweep.spec.load import parse_spec
+from scalelab.tune.coordinate import CoordinateSearch, coordinate_search
 from scalelab.tune.study import JOURNAL, tune
 
 E = [1, 2, 4, 8, 16, 32, 64]
@@ -267,7 +267,7 @@ def test_tune_cli_through_execute_debug_backend(tmp_path, capsys, monkeypatch):
                     .replace("start: {data.epochs: 1,", "start: {data.epochs: 4,"))
     argv = ["tune", str(spec), "--root", str(tmp_path / "root"), "--executor", "debug",
             "--train-target", "landscape_train:train"]
-    for attempt in range(2):
+    for _attempt in range(2):
         with pytest.raises(SystemExit) as code:
             main(argv)
         out = capsys.readouterr().out

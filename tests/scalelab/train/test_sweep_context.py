@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 
 from scalelab.store.atomic import write_parquet_atomic
-from scalelab.train.console import sweep_context as sc
 from scalelab.train.console.sweep_context import SweepContext, context_from_plan, sweep_context, tags
 
 
