@@ -21,6 +21,7 @@ resumed study appends to its record.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import polars as pl
 
 from analysis.adaptive import trajectory as traj
 from analysis.adaptive.targets import Summary
+from analysis.tables.bounded_read import LIMITS, read_bounded
 from scalelab.adaptive.study import Study
 from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
 from scalelab.store.layout import ADAPTIVE_FOLDER
@@ -93,7 +95,8 @@ def append_trajectory(sweep_dir: str | Path, index: int, runs: int, spent: float
         pl.lit(summary.name).alias("target"), pl.lit(unit).alias("unit"),
         pl.lit(stopped, dtype=pl.String).alias("stopped"))
     if path.exists():
-        row = pl.concat([pl.read_parquet(path), row], how="diagonal_relaxed")
+        old = pl.read_parquet(io.BytesIO(read_bounded(path, LIMITS["table"]).data))
+        row = pl.concat([old, row], how="diagonal_relaxed")
     return write_parquet_atomic(path, row)
 
 

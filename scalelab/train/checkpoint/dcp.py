@@ -40,6 +40,7 @@ from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
+from analysis.tables.bounded_read import LIMITS, read_bounded
 from scalelab.train.checkpoint.manifest import DCP_METADATA as METADATA_FILE
 
 __all__ = ["METADATA_FILE", "check_metadata", "load", "read", "save"]
@@ -76,8 +77,10 @@ class _MetadataUnpickler(pickle.Unpickler):
 
 
 def _read_metadata(directory: Path):
-    with open(Path(directory) / METADATA_FILE, "rb") as fh:
-        return _MetadataUnpickler(fh).load()
+    """The checkpoint's ``.metadata``, read through the bounded reader (a regular file of at
+    most a sweep table's limit, never a FIFO or a device), then unpickled from those bytes."""
+    data = read_bounded(Path(directory) / METADATA_FILE, LIMITS["table"]).data
+    return _MetadataUnpickler(io.BytesIO(data)).load()
 
 
 class _SafeReader(FileSystemReader):

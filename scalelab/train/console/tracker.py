@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.tables.bounded_read import LIMITS, Unreadable, read_bounded
 from scalelab.errors import UserError
 from scalelab.store.atomic import write_text_atomic
 from scalelab.train.console.sweep_context import SweepContext, tags
@@ -70,10 +71,12 @@ def wandb_run_id(run_dir: Path, prefix: str) -> str:
     ``<prefix>-<8 random hex>`` written there first (a file that does not hold an id is
     replaced)."""
     path = Path(run_dir) / WANDB_ID_FILE
-    if path.is_file():
-        found = path.read_text().strip()
-        if _ID_RE.match(found):
-            return found
+    try:  # a state-sized regular file, never a FIFO or a device (analysis.tables.bounded_read)
+        found = read_bounded(path, LIMITS["state"]).data.decode("utf-8", "replace").strip()
+    except (FileNotFoundError, NotADirectoryError, Unreadable):
+        found = ""
+    if _ID_RE.match(found):
+        return found
     new = f"{prefix}-{secrets.token_hex(4)}"
     write_text_atomic(path, new + "\n")
     return new

@@ -21,6 +21,7 @@ process, 108 s with 1). On Slurm the job's CPU allocation bounds the threads ins
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import signal
@@ -129,7 +130,10 @@ def final_loss(run_dir: str | Path) -> float | None:
     try:
         import polars as pl
 
-        evals = pl.read_parquet(Path(run_dir) / EVALS_FILE, columns=["step", "split", "loss"])
+        from analysis.tables.bounded_read import read_bounded
+
+        data = read_bounded(Path(run_dir) / EVALS_FILE).data  # never a FIFO's hang
+        evals = pl.read_parquet(io.BytesIO(data), columns=["step", "split", "loss"])
         val = evals.filter(pl.col("split") == "val").sort("step")
         return float(val["loss"][-1]) if val.height else None
     except Exception:  # noqa: BLE001 - a progress line never fails a sweep
