@@ -165,3 +165,29 @@ def test_a_library_error_quoting_a_full_disk_is_one_line(world, monkeypatch):
             assert outcome.stderr.startswith("error: disk full") and len(outcome.stderr.splitlines()) == 1
         else:
             assert "ComputeError" in outcome.escaped, outcome.describe([])
+
+
+def test_a_checkpoint_on_a_full_disk_is_enospc_naming_it(tmp_path, monkeypatch):
+    """torch.save on a full disk raises RuntimeError("unexpected pos ...") without an errno
+    (measured on a 16 MiB tmpfs): the save reads it as ENOSPC naming the checkpoint, leaves
+    no temporary directory, and keeps the previous checkpoint."""
+    import torch
+
+    from scalelab.train.checkpoint import directory
+
+    run = tmp_path / "run"
+    directory.save_checkpoint(run, 1, {"w": torch.zeros(3)})
+
+    def full(*_a, **_k):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(directory.torch, "save", full)
+    monkeypatch.setattr(directory, "disk_full", lambda folder: True)
+    with pytest.raises(OSError) as err:
+        directory.save_checkpoint(run, 2, {"w": torch.ones(3)})
+    assert err.value.errno == errno.ENOSPC and err.value.filename.endswith("step-000000002/state.pt")
+    root = run / "checkpoint"
+    assert sorted(p.name for p in root.iterdir()) == ["step-000000001"]
+    monkeypatch.setattr(directory, "disk_full", lambda folder: False)  # not full: torch's own error
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        directory.save_checkpoint(run, 3, {"w": torch.ones(3)})

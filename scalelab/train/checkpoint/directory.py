@@ -51,6 +51,7 @@ SIGKILL the run inside a checkpoint write without timing. Unset: no effect.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import re
@@ -65,6 +66,7 @@ from typing import Any
 import torch
 
 from scalelab.errors import UserError
+from scalelab.store.atomic import disk_full
 from scalelab.store.layout import CHECKPOINT_FOLDER
 from scalelab.train.checkpoint.manifest import (
     DCP_METADATA,
@@ -254,8 +256,14 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     tmp = begin_checkpoint(run_dir, step)
     try:
         digest = _write_state(tmp / STATE_FILE, state, step)
-    except BaseException:
+    except BaseException as err:
+        # torch.save on a full disk says "unexpected pos ..." with no errno: judged by the
+        # free space while the partial file still fills it, then one OSError naming the step
+        full = isinstance(err, Exception) and not getattr(err, "errno", None) and disk_full(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            where = str(_root(run_dir) / _name(step) / STATE_FILE)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), where) from err
         raise
     return commit_checkpoint(run_dir, tmp, step, {STATE_FILE: digest}, keep)
 
