@@ -32,24 +32,17 @@ __all__ = ["MIN_SIZES", "MIN_SIZES_E", "min_sizes", "min_sizes_e", "one_dof_flag
            "why_not_identified"]
 
 MIN_SIZES = 5
-"""Sizes (distinct x) a 3-parameter fit needs before its asymptote is written with an
-interval: two residual degrees of freedom (``min_sizes(3)``). With 3 sizes the three
-parameters interpolate (no interval); with 4 the Wald interval rests on one residual degree
-of freedom (t_0.975 = 12.7) and was not to be trusted: on the CPU twin's real runs the
-adaptive loop's first intervals on 4 sizes (0.29-0.37 nats wide) missed the whole cache's
-E in 5 of 10 arms, and a ranking decided on 4 sizes per recipe was wrong in 3 of 12
-synthetic seeds; with 5 its first intervals covered E in 8 of 8 arms and no decision was
-wrong (docs/adaptive.md). The one rule of the report, ``compare``, ``next`` and the loop."""
+"""Sizes (distinct x) before a decision rests on a 3-parameter fit's asymptote: two residual
+degrees of freedom (``min_sizes(3)``). On 4 sizes, decisions measured wrong too often (the
+numbers: docs/adaptive.md, "Other targets" and "CPU twin comparison"). The one rule of the
+report, ``compare``, ``next`` and the adaptive loop."""
 
 
 MIN_SIZES_E = 4
 """Sizes before a recipe's asymptote E is *written* with its interval: one residual degree of
-freedom (``min_sizes_e(3)``). On 4 sizes the t interval (t_0.975 = 12.7 on 1 dof) is honest
-but wide and rests on one scatter estimate, so it is printed flagged (``one_dof_flag``):
-Kim et al.'s own K -> inf losses at their 4 sizes (150M-1.4B, Table 4 of arXiv 2509.14786)
-give E = 3.169 with a 1-dof 95% CI of 3.02 to 3.32, the paper's 3.17 to the digit. Decisions
-measured to go wrong on 4 sizes keep ``MIN_SIZES`` (the adaptive loop's stopping, ``next``'s
-ranking, the paired bootstrap's size draws)."""
+freedom (``min_sizes_e(3)``), printed flagged (``one_dof_flag``): honest but wide (t_0.975 =
+12.7). On Kim et al.'s 4 sizes it gives their E = 3.17 to the digit (docs/concepts.md,
+"Recipes and verdicts")."""
 
 
 def min_sizes_e(n_free: int) -> int:
