@@ -17,6 +17,7 @@ ROWS = [
     ("optim.AdamW(foreach=True)", "fp32", "all 12 tensors"),
     ("optim.AdamW(foreach=False)", "fp32", "all 12 tensors"),
     ("optim.AdamW bf16 SR", "bf16", "all 12 tensors"),
+    ("optim.AdamW bf16 SR, bf16 moments", "bf16", "all 12 tensors"),
     ("torch.optim.Muon", "fp32", "7 hidden matrices"),
     ("optim.Muon(foreach=True)", "fp32", "7 hidden matrices"),
     ("optim.Muon(foreach=False)", "fp32", "7 hidden matrices"),
@@ -42,5 +43,5 @@ def test_toy_run_prints_the_table():
         assert row[0] == name and row[1] == dtype and row[2].startswith(covers), row
         ms, ratio, mb = row[3:]
         assert float(ms) >= 0 and ratio.endswith("x") and float(ratio[:-1]) >= 0 and float(mb) > 0, row
-    assert rows[0][4] == "1.00x" and rows[4][4] == "1.00x"  # each block's reference
+    assert rows[0][4] == "1.00x" and rows[5][4] == "1.00x"  # each block's reference
     assert "hidden matrices only on both sides" in proc.stdout
