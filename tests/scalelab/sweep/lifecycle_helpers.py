@@ -110,10 +110,34 @@ def slurm_jobs_queued(job_ids) -> bool:
     return bool(out.stdout.strip())
 
 
+SACCT_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+               "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+"""sacct states after which a job's record no longer changes."""
+
+
+def slurm_jobs_accounted(job_ids) -> bool:
+    """True once sacct reports a final state for each of ``job_ids`` (array ids: each of
+    their tasks). The accounting daemon records a job's end after it leaves squeue, by up to
+    seconds on a loaded machine, and the sweep's view of a killed run (CANCELLED) reads
+    sacct; a failing sacct counts as 'not yet'."""
+    ids = ",".join(str(j).split("_")[0] for j in job_ids)
+    try:
+        out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", ids, "-o", "State"], capture_output=True,
+                             text=True, timeout=CEILING_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    states = [ln.split()[0] for ln in out.stdout.splitlines() if ln.strip()]
+    return out.returncode == 0 and bool(states) and all(st in SACCT_FINAL for st in states)
+
+
 def wait_for_jobs(predicate, what: str, job_ids):
-    """``wait_until(predicate)`` while the Slurm jobs ``job_ids`` are queued or running; once
-    they have all left the queue the predicate must hold (their status files are final)."""
-    return wait_until(predicate, what, alive=lambda: slurm_jobs_queued(job_ids), every=0.5)
+    """``wait_until(predicate)`` while the Slurm jobs ``job_ids`` are queued or running, or
+    sacct has not yet recorded how they ended; after that the predicate must hold (their
+    status files and their accounting are final)."""
+    def alive() -> bool:
+        return slurm_jobs_queued(job_ids) or not slurm_jobs_accounted(job_ids)
+
+    return wait_until(predicate, what, alive=alive, every=0.5)
 
 
 @pytest.fixture
