@@ -37,6 +37,7 @@ from analysis.plots.plots import (
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.infinite_compute import compare_asymptotes
 from analysis.recipes.recipe_asymptote import RecipeE, recipe_laws
+from analysis.report.epochs_md import epochs_section
 from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
@@ -204,6 +205,8 @@ def write_report_status(
             if np.unique(C).size >= 2 and not repeated:
                 save_figure(plot_isoflop(data, joint), out_dir / "isoflop")
                 md += ["![isoFLOP](isoflop.png)", ""]
+    epochs_md, epochs_status = epochs_section(data, out_dir, seed=seed)  # recipes across epochs
+    md, status = md + epochs_md, status + epochs_status
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
     md[md.index("{SECTIONS}")] = sections
     path = write_text_atomic(out_dir / LAWS_REPORT_FILE, "\n".join(md) + "\n")
