@@ -18,7 +18,7 @@ from typing import Any, Literal
 from scalelab import strict
 from scalelab.errors import UserError, did_you_mean
 
-Precision = Literal["fp32", "bf16-autocast", "bf16-pure"]
+Precision = Literal["fp32", "bf16-autocast", "bf16-pure", "fp8", "mxfp8", "mxfp4", "nvfp4"]
 Schedule = Literal["cosine", "wsd", "constant"]
 
 SEED_LIMIT = 2**32
@@ -175,7 +175,11 @@ class TrainConfig:
     """Clip the global gradient norm to this (None = no clipping)."""
     precision: Precision = "fp32"
     """'fp32'; 'bf16-autocast' (fp32 params, bf16 matmuls); 'bf16-pure' (bf16 params: pair
-    with optim.name 'sr-adamw', Zamirai et al. 2020)."""
+    with optim.name 'sr-adamw', Zamirai et al. 2020). 'fp8' (E4M3 forward, E5M2 gradients,
+    per-tensor scales), 'mxfp8', 'mxfp4' (OCP MX blocks of 32, E8M0 scales), 'nvfp4' (blocks
+    of 16, E4M3 scales): fp32 params and non-GEMM compute, the blocks' Linear GEMMs on
+    quantized operands, stochastic rounding of FP4 gradients (``scalelab.quant``,
+    docs/precision.md; emulated)."""
     init_seed: int = strict.bounded(0, ge=0, lt=SEED_LIMIT)
     """Seed of the weight init (separate from the data-order seed)."""
     init_std: float = strict.bounded(0.02, gt=0)

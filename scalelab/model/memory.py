@@ -115,8 +115,13 @@ LossKind = Literal["chunked", "plain", "kd"]
 class Setup:
     """What the memory depends on besides the shape (the run's train/optim settings)."""
 
-    precision: Literal["fp32", "bf16-autocast", "bf16-pure"] = "fp32"
-    """``train.precision``."""
+    precision: Literal["fp32", "bf16-autocast", "bf16-pure", "fp8", "mxfp8", "mxfp4", "nvfp4"] = "fp32"
+    """``train.precision``. 'fp8', 'mxfp8', 'mxfp4', 'nvfp4' are counted as fp32 (s = a = r = 4):
+    fp32 master weights, grads and optimizer state, and the emulated GEMMs
+    (``scalelab.quant.linear``) save the fp32 layer inputs for backward, as fp32 does, plus
+    transient quantized copies of one layer's operands (not counted). A real low-precision
+    kernel would save its quantized operands (1 byte an element for FP8, ~0.53 for NVFP4):
+    that smaller footprint is not what this model predicts."""
     optimizer: str = "adamw"
     """``optim.name``: 'adamw', 'sr-adamw', 'muon' or 'scion' (others: ``OTHER_STATE_BYTES``)."""
     parallelism: Literal["ddp", "fsdp"] = "ddp"

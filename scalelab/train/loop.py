@@ -63,7 +63,7 @@ from scalelab.train.meta import collect_meta
 from scalelab.train.optimizers import build_optimizer
 from scalelab.train.parallel import distributed as dst
 from scalelab.train.parallel import fsdp
-from scalelab.train.precision import autocast_context, prepare_model
+from scalelab.train.precision import autocast_context, prepare_model, set_quant_step
 from scalelab.train.records.norms import NormRecorder
 from scalelab.train.records.records import Records
 from scalelab.train.records.records_manifest import write_records_manifest
@@ -211,7 +211,7 @@ class _Run:
             "seeds": self.seeds._asdict(),
         }
         write_yaml_atomic(self.run_dir / CONFIG_FILE, doc)
-        write_json_atomic(self.run_dir / META_FILE, collect_meta(self.device, self.env))
+        write_json_atomic(self.run_dir / META_FILE, collect_meta(self.device, self.env, self.tc.precision))
         update_status(
             self.run_dir, State.RUNNING, run_id=self.run_id, world_size=self.env.world_size,
             total_steps=self.total_steps, error=None,
@@ -292,6 +292,7 @@ class _Run:
             x, y = self.stream.batch(i, self.rows)  # [B / W, seq] int64: this rank's rows
             x = x.to(self.device, non_blocking=True)
             y = y.to(self.device, non_blocking=True)
+            set_quant_step(self.model, i, self.seeds.init)  # SR keys of quantized GEMMs (fp8/fp4)
             loss = forward_backward(self.forward_model, micro_batches(x, y, self.micro),
                                     self.autocast, self.loss_fn)
             packed = torch.stack([loss, torch.tensor(float(flag.requested), device=loss.device)])

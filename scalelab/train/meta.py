@@ -15,6 +15,7 @@ import polars as pl
 import torch
 
 import scalelab
+from scalelab.quant.select import gemm_path
 from scalelab.store.status import now
 from scalelab.train.parallel.distributed import DistEnv
 
@@ -52,8 +53,9 @@ def _device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def collect_meta(device: torch.device, env: DistEnv) -> dict[str, Any]:
-    """The meta.json of one attempt (rank 0 writes it at every start)."""
+def collect_meta(device: torch.device, env: DistEnv, precision: str | None = None) -> dict[str, Any]:
+    """The meta.json of one attempt (rank 0 writes it at every start). ``gemm_path``: which
+    GEMMs a quantized ``precision`` ran ('emulated', ``scalelab.quant.select``), else None."""
     return {
         "git": git_info(),
         "versions": {
@@ -70,6 +72,7 @@ def collect_meta(device: torch.device, env: DistEnv) -> dict[str, Any]:
         "world_size": env.world_size,
         "launcher": env.launcher,
         "torch_threads": torch.get_num_threads(),
+        "gemm_path": None if precision is None else gemm_path(precision, device.type),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "argv": sys.argv,
         "started": now(),
