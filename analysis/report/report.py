@@ -38,6 +38,7 @@ from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.infinite_compute import compare_asymptotes
 from analysis.recipes.recipe_asymptote import RecipeE, recipe_laws
 from analysis.report.epochs_md import epochs_section
+from analysis.report.precision_md import precision_section
 from analysis.tables.layout import LAWS_REPORT_FILE
 from analysis.tables.runs import prepare_runs
 
@@ -207,6 +208,7 @@ def write_report_status(
                 md += ["![isoFLOP](isoflop.png)", ""]
     epochs_md, epochs_status = epochs_section(data, out_dir, seed=seed)  # recipes across epochs
     md, status = md + epochs_md, status + epochs_status
+    md += precision_section(data, out_dir, status)  # >= 2 values of train.precision
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
     md[md.index("{SECTIONS}")] = sections
     path = write_text_atomic(out_dir / LAWS_REPORT_FILE, "\n".join(md) + "\n")

@@ -1,0 +1,88 @@
+"""The precision study's figure (fit/precision.py): left, loss vs N per training precision at
+the study's fewest and most epochs with the fitted multiplier law; right, each format's
+effective-parameter multiplier m_f against the reference with its 95% profile CI, over
+effective bits P, and Kumar et al.'s gamma form m(P) through them where gamma is identified.
+A multiplier that is not identified is drawn as a grey cross at 1 with no bar, named so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from analysis.fit.precision import PrecisionStudy
+from analysis.laws.precision_bits import bits_of
+from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_of
+
+__all__ = ["plot_precision"]
+
+
+def _loss_panel(ax, study: PrecisionStudy) -> None:
+    data, fit = study.data, study.fit
+    ep = np.unique(data["epochs"].to_numpy())
+    shown = [float(ep.min())] + ([float(ep.max())] if ep.size > 1 else [])
+    n = data["N"].to_numpy()
+    grid = np.geomspace(n.min(), n.max(), 80)
+    U = float(data["U"].min())
+    for i, f in enumerate(study.formats):
+        st = style_of(f, i)
+        sub = data.filter(pl.col("precision") == f)
+        for j, e in enumerate(shown):
+            pts = sub.filter((pl.col("epochs") - e).abs() < 1e-6 * e)
+            face = st["color"] if j == 0 else "white"
+            label = f"{f} ({bits_of(f):g} bits)" if j == 0 else None
+            ax.scatter(pts["N"], pts["loss"], marker=st["marker"], facecolor=face,
+                       edgecolor=st["color"], s=28, zorder=3, label=label)
+            if fit is not None:
+                X = {"N": grid, "D": np.full(grid.size, U * e), "U": np.full(grid.size, U),
+                     "P": np.full(grid.size, bits_of(f)),
+                     "fmt": np.full(grid.size, float(i + 1))}
+                ax.plot(grid, fit.predict(X), "-" if j == 0 else "--", color=st["color"], lw=1.2)
+    log_x(ax, n.min() / 1.3, n.max() * 1.3)
+    ax.set_xlabel("parameters N")
+    ax.set_ylabel(LOSS_LABEL)
+    which = " (filled, solid) and ".join(f"{e:g}" for e in shown)
+    ax.set_title(f"loss vs N at {which}{' (open, dashed)' if len(shown) > 1 else ''} epochs,\n"
+                 f"U = {U:.3g} unique tokens; lines: fitted multiplier law", fontsize=9)
+
+
+def _multiplier_panel(ax, study: PrecisionStudy) -> None:
+    ref = study.reference
+    ax.axhline(1.0, color="0.6", lw=0.8, zorder=1)
+    ax.scatter([bits_of(ref)], [1.0], color="black", marker="*", s=70, zorder=3,
+               label=f"{ref} (reference, m = 1)")
+    for i, m in enumerate(study.multipliers, start=1):
+        st = style_of(m.fmt, i)
+        if m.why_not is not None:
+            ax.scatter([m.bits], [1.0], color="0.5", marker="x", s=40, zorder=3,
+                       label=f"{m.fmt}: not identified")
+            continue
+        err = [[m.estimate - m.ci[0]], [m.ci[1] - m.estimate]]
+        ax.errorbar([m.bits], [m.estimate], yerr=err, fmt=st["marker"], color=st["color"],
+                    capsize=3, ms=6, zorder=3,
+                    label=f"{m.fmt}: m = {m.estimate:.3f} [{m.ci[0]:.3f}, {m.ci[1]:.3f}]")
+    bits = [bits_of(f) for f in study.formats]
+    lo, hi = min(bits) / 1.25, max(bits) * 1.25
+    if study.gamma is not None and study.gamma_why_not is None:
+        g = study.gamma.estimate
+        P = np.geomspace(lo, hi, 100)
+        r = -math.expm1(-bits_of(ref) / g)
+        ax.plot(P, -np.expm1(-P / g) / r, ":", color="black", lw=1.0,
+                label=f"gamma form, gamma = {g:.2f} bits")
+    log_x(ax, lo, hi)
+    ax.set_xlabel("effective bits P (element + scale bits per element)")
+    ax.set_ylabel(f"multiplier m = N_eff / N_eff({ref})")
+    ax.set_title("effective-parameter multiplier, 95% profile CI", fontsize=9)
+
+
+def plot_precision(study: PrecisionStudy):
+    """The figure (module docstring); the caller saves it (plots.save_figure)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12.5, 4.6))
+    _loss_panel(a, study)
+    legend_outside(a)
+    _multiplier_panel(b, study)
+    legend_outside(b)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,87 @@
+"""report.md's precision section: when the runs have >= 2 values of ``train.precision``, the
+precision law (fit/precision.py) with each format's effective-parameter multiplier and its
+95% profile CI, Kumar et al.'s gamma form, the trend verdicts in N and in epochs, and the
+figure (plots/precision.py). A number whose CI runs to a bound is never printed: its reason
+is. Nothing is written for a table with one precision or none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from analysis.errors import AnalysisInputError
+from analysis.fit.precision import COLUMN, PrecisionStudy, fit_precision
+from analysis.laws.precision_bits import BITS
+from analysis.plots.plots import save_figure
+from analysis.plots.precision import plot_precision
+
+__all__ = ["precision_lines", "precision_section"]
+
+FIGURE = "precision"
+
+
+def _fmt_params(study: PrecisionStudy) -> str:
+    p = study.fit.params
+    return ", ".join(f"{k} = {p[k]:.4g}" for k in ("A", "alpha", "B", "beta", "E", "R_D"))
+
+
+def precision_lines(study: PrecisionStudy) -> list[str]:
+    """The section's markdown lines (no figure written)."""
+    n = study.data.height
+    md = [f"## Training precision: effective-parameter multipliers ({n} runs)", ""]
+    if study.why_not:
+        return md + [f"Not fitted: {study.why_not}.", ""]
+    md += ["Law (Kumar et al. 2024, arXiv 2411.04330, on Muennighoff et al.'s effective data "
+           "D'): L = A / N_eff^alpha + B / D'^beta + E, N_eff = N m_f, one free multiplier per "
+           f"format, m = 1 for the reference `{study.reference}`; fitted {_fmt_params(study)} "
+           f"(R^2 = {study.fit.r2:.4f}). P counts element bits plus scale bits per element "
+           f"(MXFP4 4.25, NVFP4 4.5, FP8 8, MXFP8 8.25, bf16 16, fp32 32).", "",
+           "| format | bits P | multiplier m (95% profile CI) | implied by gamma form |",
+           "|---|---|---|---|",
+           f"| {study.reference} | {BITS[study.reference]:g} | 1 (reference) | 1 |"]
+    for m in study.multipliers:
+        if m.why_not:
+            cell = f"not identified: {m.why_not}"
+        else:
+            cell = f"{m.estimate:.3f} [{m.ci[0]:.3f}, {m.ci[1]:.3f}]"
+        imp = "" if m.implied is None else f"{m.implied:.3f} [{m.implied_ci[0]:.3f}, {m.implied_ci[1]:.3f}]"
+        md.append(f"| {m.fmt} | {m.bits:g} | {cell} | {imp} |")
+    md.append("")
+    if study.gamma is not None and study.gamma_why_not is None:
+        g = study.gamma
+        md += [f"Gamma form N_eff = N (1 - exp(-P / gamma)): gamma = {g.estimate:.3g} bits, 95% "
+               f"profile CI [{g.ci[0]:.3g}, {g.ci[1]:.3g}] (objective {study.gamma_fit.objective:.4g} "
+               f"against the multiplier form's {study.fit.objective:.4g}).", ""]
+    elif study.gamma_why_not:
+        md += [f"Gamma form: gamma not identified ({study.gamma_why_not}).", ""]
+    if study.trends:
+        md += ["Does the gap change? Each format's m_f (x / x0)^k, x = N or epochs (x0 their "
+               "geometric mean); the gap |log m| grows when k has the sign of log m and its 95% "
+               "profile CI excludes 0:", ""]
+        for axis in ("N", "epochs"):
+            md += [f"- vs {axis}: " + "; ".join(t.describe() for t in study.trends if t.axis == axis)]
+        md.append("")
+    md += [f"- warning: {w}" for w in study.warnings] + ([""] if study.warnings else [])
+    return md
+
+
+def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]) -> list[str]:
+    """The section's lines for report.md (and its figure in ``out_dir``), a line appended to
+    ``status``; [] when ``data`` has fewer than 2 precisions. Bad input (an unknown precision)
+    is a status line and a one-line "not fitted" section, as the joint law's."""
+    if COLUMN not in data.columns or data[COLUMN].drop_nulls().n_unique() < 2:
+        return []
+    try:
+        study = fit_precision(data)
+    except AnalysisInputError as err:
+        status.append(f"precision law: not fitted: {err}")
+        return ["## Training precision", "", f"Not fitted: {err}", ""]
+    md = precision_lines(study)
+    if study.why_not:
+        status.append(f"precision law: not fitted: {study.why_not}")
+        return md
+    save_figure(plot_precision(study), Path(out_dir) / FIGURE)
+    status.append(f"precision law: fitted on {study.data.height} runs, {len(study.formats)} formats")
+    return md + [f"![training precision]({FIGURE}.png)", ""]
