@@ -118,7 +118,8 @@ class Setup:
     precision: Literal["fp32", "bf16-autocast", "bf16-pure", "fp8", "mxfp8", "mxfp4", "nvfp4"] = "fp32"
     """``train.precision``. 'fp8', 'mxfp8', 'mxfp4', 'nvfp4' are counted as fp32 (s = a = r = 4):
     fp32 master weights, grads and optimizer state, and the emulated GEMMs
-    (``scalelab.quant.linear``) save the fp32 layer inputs for backward, as fp32 does, plus
+    (``scalelab.quant.linear``) save the fp32 layer inputs for backward, as fp32 does (fp8:
+    their fp32 dequantized copies instead, plus one of each block matrix, not counted), and
     transient quantized copies of one layer's operands (not counted). A real low-precision
     kernel would save its quantized operands (1 byte an element for FP8, ~0.53 for NVFP4):
     that smaller footprint is not what this model predicts."""

@@ -66,9 +66,9 @@ class Quantized(NamedTuple):
         return out.reshape(self.shape)
 
 
-def _amax_exponent(amax: torch.Tensor) -> torch.Tensor:
-    """floor(log2 amax) as int32 (amax > 0)."""
-    return torch.frexp(amax)[1] - 1
+def _binade(a: torch.Tensor) -> torch.Tensor:
+    """2^floor(log2 a) for fp32 a >= 2^-126 (the exponent bits alone; 0 for a = 0)."""
+    return a.view(torch.int32).bitwise_and(0x7F800000).view(torch.float32)
 
 
 def _scales(blocks: torch.Tensor, s: Scaling) -> torch.Tensor:
@@ -78,9 +78,9 @@ def _scales(blocks: torch.Tensor, s: Scaling) -> torch.Tensor:
         amax = blocks.abs().amax().reshape(1, 1, 1)
         return torch.where(amax > 0, amax / s.element.max, one)
     amax = blocks.abs().amax(dim=-1, keepdim=True)
-    if s.kind == "mx":
-        k = (_amax_exponent(amax) - s.element.emax).clamp_(E8M0.kmin, E8M0.kmax)
-        return torch.where(amax > 0, torch.exp2(k.to(blocks.dtype)), one)
+    if s.kind == "mx":  # 2^(floor(log2 amax) - emax_elem), within E8M0's 2^-127 .. 2^127
+        x = _binade(amax).mul_(2.0**-s.element.emax).clamp_(2.0**E8M0.kmin, 2.0**E8M0.kmax)
+        return torch.where(amax > 0, x, one)
     t_amax = amax.amax()
     s_t = torch.where(t_amax > 0, t_amax / (E4M3.max * s.element.max), one)
     return round_nearest(amax / s.element.max / s_t, E4M3) * s_t  # 0 for a zero block
@@ -98,9 +98,8 @@ def quantize(x: torch.Tensor, s: Scaling, bits: torch.Tensor | None = None) -> Q
         rows = F.pad(rows, (0, pad))
     blocks = rows.reshape(rows.shape[0], -1, b)
     scales = _scales(blocks, s)
-    v = blocks / scales
-    if s.kind == "nv":  # a block with scale 0 is zeros
-        v = torch.where(scales > 0, v, torch.zeros((), dtype=v.dtype, device=v.device))
+    # a zero NVFP4 scale (the only zero scale) dequantizes its block to 0 whatever the values
+    v = blocks / torch.where(scales > 0, scales, torch.ones((), dtype=scales.dtype, device=scales.device))
     values = round_nearest(v, s.element) if bits is None else round_stochastic(v, s.element, bits)
     return Quantized(values, scales, shape)
 

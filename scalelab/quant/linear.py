@@ -5,8 +5,10 @@ Forward ``y = Q_f(x) @ Q_f(W)^T``; backward ``dx = Q_g(g) @ Q_f(W)`` and
 (``recipes``). Emulation: every operand is quantized and dequantized exactly
 (``blocks.fake_quantize``: grid value times scale, in fp32), then the GEMM runs in fp32, so
 the product is the fp32 GEMM of exactly the values a low-precision kernel multiplies; only
-the accumulation differs (fp32 here, the kernel's accumulator there). The layer saves the
-fp32 input and the weight for backward (a kernel would save the quantized operands).
+the accumulation differs (fp32 here, the kernel's accumulator there). For block scales the
+layer saves the fp32 input and the weight for backward (the transposed GEMMs need blocks
+along other dims, so it quantizes them again, as the papers' kernels do); per-tensor FP8
+saves the quantized operands and reuses them, and one RTN Q(g) serves both backward GEMMs.
 
 SR keys: gradient operand j (0: for dx, 1: for dW) of call c of layer ``quant_id`` at
 training step s uses ``sr_key(seed, s, id)`` with id = (quant_id · 2^20 + c) · 4 + j, and
@@ -54,29 +56,34 @@ def _q(t: torch.Tensor, s: Scaling, key: SrKey | None = None, operand: int = 0) 
 class _QuantMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, recipe: Recipe, key: SrKey):
-        ctx.save_for_backward(x, weight)
-        ctx.recipe, ctx.key = recipe, key
         k = x.shape[-1]
         xq = _q(x.reshape(-1, k), recipe.forward)  # [M, K]
         wq = _q(weight, recipe.forward)  # [N, K]
+        # one scale per tensor (fp8): Q(t^T) = Q(t)^T, so backward reuses the quantized operands
+        ctx.per_tensor = recipe.forward.kind == "tensor"
+        ctx.save_for_backward(*((xq, wq) if ctx.per_tensor else (x, weight)))
+        ctx.recipe, ctx.key, ctx.x_meta, ctx.w_dtype = recipe, key, (x.shape, x.dtype), weight.dtype
         return (xq @ wq.t()).reshape(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         x, weight = ctx.saved_tensors
-        recipe, key = ctx.recipe, ctx.key
+        recipe, key, (x_shape, x_dtype) = ctx.recipe, ctx.key, ctx.x_meta
         sr = key if recipe.grad_rounding == "sr" else None
         n, k = weight.shape
         g = grad.reshape(-1, n).float()  # [M, N]
+        shared = ctx.per_tensor and recipe.grad.kind == "tensor" and sr is None
+        g_rows = _q(g, recipe.grad, sr, 0) if shared else None  # one RTN Q(g) serves both GEMMs
         dx = dw = None
         if ctx.needs_input_grad[0]:  # dx = Q_g(g) @ Q_f(W): reduction over N
-            gq = _q(g, recipe.grad, sr, 0)  # [M, N] along N
-            wq = _q(weight.t(), recipe.forward)  # [K, N] along N
-            dx = (gq @ wq.t()).reshape(x.shape).to(x.dtype)
+            gq = g_rows if shared else _q(g, recipe.grad, sr, 0)  # [M, N] along N
+            wq = weight.t() if ctx.per_tensor else _q(weight.t(), recipe.forward)  # [K, N] along N
+            dx = (gq @ wq.t()).reshape(x_shape).to(x_dtype)
         if ctx.needs_input_grad[1]:  # dW = Q_g(g)^T @ Q_f(x): reduction over the M tokens
-            gq = _q(g.t(), recipe.grad, sr, 1)  # [N, M] along M
-            xq = _q(x.reshape(-1, k).t(), recipe.forward)  # [K, M] along M
-            dw = (gq @ xq.t()).to(weight.dtype)
+            gq = g_rows.t() if shared else _q(g.t(), recipe.grad, sr, 1)  # [N, M] along M
+            x2 = x.reshape(-1, k)
+            xq = x2.t() if ctx.per_tensor else _q(x2.t(), recipe.forward)  # [K, M] along M
+            dw = (gq @ xq.t()).to(ctx.w_dtype)
         return dx, dw, None, None
 
 

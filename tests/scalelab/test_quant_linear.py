@@ -117,3 +117,41 @@ def test_quantize_linears_swaps_the_blocks_only():
     loss = model(idx, targets=idx)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_emulation_on_cuda_matches_the_cpu(name):
+    """The emulation on a GPU (bench/gpu.py runs it): the same quantized operands bitwise
+    (elementwise ops, correctly rounded), the same SR bits, GEMMs to 1e-6 relative."""
+    recipe = RECIPES[name]
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(48, 72, generator=gen) * 0.05
+    x = torch.randn(2, 33, 72, generator=gen)
+    g = torch.randn(2, 33, 48, generator=gen)
+    out = {}
+    for dev in ("cpu", "cuda"):
+        layer = QuantLinear(72, 48, bias=False, recipe=recipe, quant_id=9, device=dev)
+        with torch.no_grad():
+            layer.weight.copy_(w)
+        set_quant_step(layer, 2, seed=1)
+        xd = x.to(dev).requires_grad_()
+        layer(xd).backward(g.to(dev))
+        out[dev] = [layer(xd).detach().cpu(), xd.grad.cpu(), layer.weight.grad.cpu()]
+        key = SrKey(1, 2, 9, 0)
+        out[dev].append(fake_quantize(g.to(dev).reshape(-1, 48), recipe.grad,
+                                      sr_bits(1, 2, key.tensor_id(0), padded_numel((66, 48), recipe.grad),
+                                              dev)).cpu())
+    for a, b in zip(out["cpu"][:3], out["cuda"][:3]):
+        assert _rel(b, a.double()) < REL
+    assert torch.equal(out["cpu"][3], out["cuda"][3])
+
+
+def test_gemm_path_says_what_runs(monkeypatch):
+    from scalelab.quant import select
+
+    assert select.gemm_path("fp32", "cpu") is None and select.gemm_path("bf16-pure", "cuda") is None
+    assert select.gemm_path("mxfp4", "cpu") == "emulated"
+    monkeypatch.setattr(select.importlib.util, "find_spec", lambda name: object())
+    assert select.gemm_path("nvfp4", "cpu") == "emulated"  # torchao or not, the CPU emulates
+    assert select.gemm_path("nvfp4", "cuda") == "emulated (torchao present; its kernels are not wired)"

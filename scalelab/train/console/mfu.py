@@ -5,7 +5,10 @@ missing from the table, has no MFU (never a made-up one).
 Peak dense bf16 tensor-core FLOP/s per GPU (no 2:4 sparsity), from NVIDIA's datasheets:
 H100 SXM 989.4 TFLOP/s, H100 PCIe 756 TFLOP/s and H100 NVL 835 TFLOP/s (H100 datasheet,
 2023), H200 the same 989 as H100 SXM (H200 datasheet, 2024: same GH100 compute), A100 312
-TFLOP/s (A100 datasheet, 2020). A run in fp32 is still measured against the bf16 peak.
+TFLOP/s (A100 datasheet, 2020). A run in fp32 is still measured against the bf16 peak, and
+so is one in fp8, mxfp8, mxfp4 or nvfp4: their GEMMs are emulated in fp32
+(``scalelab.quant``), so no FP8/FP4 tensor-core peak applies (dense FP8 is 2x the bf16 peak
+on H100, FP4 4x on B200, NVIDIA datasheets), and the quantization passes are not model FLOPs.
 The model FLOPs are ``Derived.flops_per_token`` (``scalelab.model.counts``: 6·N_matmul plus
 attention), so activation recomputation does not count as useful work.
 """
