@@ -72,11 +72,15 @@ class Trend:
     ci: tuple[float, float]
     verdict: str  # "grows with N", "shrinks with N", "no detectable trend", "not identified"
     why_not: str | None = None
+    span: tuple[float, float] = (math.nan, math.nan)  # the study's smallest and largest x
 
     def describe(self) -> str:
         if self.why_not:
             return f"{self.fmt} vs {self.axis}: not identified ({self.why_not})"
         ci = f"k = {self.k:+.3f}, 95% CI [{self.ci[0]:+.3f}, {self.ci[1]:+.3f}]"
+        lo, hi = self.span
+        if self.verdict != "no detectable trend" and hi > lo > 0:  # the size of the change
+            ci += f"; m x{(hi / lo) ** self.k:.3f} from {self.axis} = {lo:.3g} to {hi:.3g}"
         return f"{self.fmt}: {self.verdict} ({ci})"
 
 
@@ -176,7 +180,8 @@ def _implied(gamma: float, f: str, ref: str) -> float:
 def _trend(fit: FitResult, data: pl.DataFrame, ref: str, formats: tuple[str, ...], axis: str,
            level: float) -> list[Trend]:
     x = data["N"] if axis == "N" else data["epochs"]
-    centre = float(np.exp(np.mean(np.log(np.unique(x.to_numpy())))))
+    values = np.unique(x.to_numpy())
+    centre, span = float(np.exp(np.mean(np.log(values)))), (float(values[0]), float(values[-1]))
     mode = "kappa_N" if axis == "N" else "kappa_epochs"
     law = PrecisionLaw(formats=formats, mode=mode, centre=centre)
     out: list[Trend] = []
@@ -202,7 +207,7 @@ def _trend(fit: FitResult, data: pl.DataFrame, ref: str, formats: tuple[str, ...
             verdict = f"{'grows' if grows else 'shrinks'} with {axis}"
         else:
             verdict = "no detectable trend"
-        out.append(Trend(f, axis, k, (lo, hi), verdict, why))
+        out.append(Trend(f, axis, k, (lo, hi), verdict, why, span))
     return out
 
 

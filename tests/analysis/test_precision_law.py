@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.fit.precision import Multiplier, fit_precision
+from analysis.fit.precision import Multiplier, Trend, fit_precision
 from analysis.laws.fit_objective import Objective
 from analysis.laws.precision import MODES, PrecisionLaw
 from analysis.laws.precision_bits import BITS, bits_of
@@ -216,3 +216,24 @@ def test_gamma_not_identified_between_fp32_and_bf16_is_flagged():
     assert m.implied is None
     text = "\n".join(precision_lines(study))
     assert "Gamma form: gamma not identified (" in text and "gamma = " not in text
+
+
+def test_trend_line_gives_the_size_of_the_change():
+    """A detected trend says how far m moves across the study's range; none says no more."""
+    grows = Trend("mxfp4", "N", -0.1, (-0.12, -0.08), "grows with N", None, (1e6, 3e7))
+    assert grows.describe() == ("mxfp4: grows with N (k = -0.100, 95% CI [-0.120, -0.080]; "
+                                "m x0.712 from N = 1e+06 to 3e+07)")
+    flat = Trend("fp8", "epochs", 0.004, (-0.004, 0.011), "no detectable trend", None, (1.0, 8.0))
+    assert flat.describe() == "fp8: no detectable trend (k = +0.004, 95% CI [-0.004, +0.011])"
+
+
+def test_unknown_precision_in_the_report_is_a_status_line(tmp_path):
+    """report.md keeps its other sections: the precision section says not fitted, in one line."""
+    data = _data(0).with_columns(
+        pl.when(pl.col("train.precision") == "fp8").then(pl.lit("int8"))
+        .otherwise(pl.col("train.precision")).alias("train.precision"))
+    status: list[str] = []
+    md = precision_section(data, tmp_path, status)
+    assert status == [f"precision law: not fitted: train.precision: unknown precision 'int8'; the "
+                      f"precision law knows {sorted(BITS)}"]
+    assert md[2] == f"Not fitted: {status[0].removeprefix('precision law: not fitted: ')}"
