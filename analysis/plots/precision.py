@@ -1,5 +1,6 @@
 """The precision study's figure (fit/precision.py): left, loss vs N per training precision at
-the study's fewest and most epochs with the fitted multiplier law; right, each format's
+the study's fewest and most epochs with the fitted multiplier law; middle, the same runs'
+loss above the reference's fitted law (the gap the left panel's curves hide); right, each format's
 effective-parameter multiplier m_f against the reference with its 95% profile CI, over
 effective bits P, and Kumar et al.'s gamma form m(P) through them where gamma is identified.
 A multiplier that is not identified is drawn as a grey cross at 1 with no bar, named so.
@@ -48,6 +49,41 @@ def _loss_panel(ax, study: PrecisionStudy) -> None:
                  f"U = {U:.3g} unique tokens; lines: fitted multiplier law", fontsize=9)
 
 
+def _gap_panel(ax, study: PrecisionStudy) -> None:
+    """Each run's loss minus the reference's fitted law at its (N, D), and each format's
+    fitted gap: the difference the left panel's overlapping curves hide."""
+    data, fit = study.data, study.fit
+    ep = np.unique(data["epochs"].to_numpy())
+    shown = [float(ep.min())] + ([float(ep.max())] if ep.size > 1 else [])
+    n = data["N"].to_numpy()
+    grid = np.geomspace(n.min(), n.max(), 80)
+    U = float(data["U"].min())
+
+    def at(N, D, f: str, i: int):
+        k = np.size(N)
+        return fit.predict({"N": np.asarray(N, dtype=float), "D": np.asarray(D, dtype=float),
+                            "U": np.full(k, U), "P": np.full(k, bits_of(f)), "fmt": np.full(k, float(i + 1))})
+
+    ref = study.formats[0]
+    ax.axhline(0.0, color="0.6", lw=0.8, zorder=1)
+    for i, f in enumerate(study.formats[1:], start=1):
+        st = style_of(f, i)
+        sub = data.filter(pl.col("precision") == f)
+        for j, e in enumerate(shown):
+            pts = sub.filter((pl.col("epochs") - e).abs() < 1e-6 * e)
+            base = at(pts["N"].to_numpy(), pts["D"].to_numpy(), ref, 0)
+            ax.scatter(pts["N"], pts["loss"].to_numpy() - base, marker=st["marker"],
+                       facecolor=st["color"] if j == 0 else "white", edgecolor=st["color"], s=28,
+                       zorder=3, label=f if j == 0 else None)
+            D = np.full(grid.size, U * e)
+            ax.plot(grid, at(grid, D, f, i) - at(grid, D, ref, 0), "-" if j == 0 else "--",
+                    color=st["color"], lw=1.2)
+    log_x(ax, n.min() / 1.3, n.max() * 1.3)
+    ax.set_xlabel("parameters N")
+    ax.set_ylabel(f"loss - fitted {ref} loss (nats)")
+    ax.set_title(f"gap to {ref}; markers and lines as on the left", fontsize=9)
+
+
 def _multiplier_panel(ax, study: PrecisionStudy) -> None:
     ref = study.reference
     ax.axhline(1.0, color="0.6", lw=0.8, zorder=1)
@@ -79,10 +115,10 @@ def _multiplier_panel(ax, study: PrecisionStudy) -> None:
 
 def plot_precision(study: PrecisionStudy):
     """The figure (module docstring); the caller saves it (plots.save_figure)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12.5, 4.6))
+    fig, (a, g, b) = plt.subplots(1, 3, figsize=(17.5, 4.6), gridspec_kw={"wspace": 0.55})
     _loss_panel(a, study)
     legend_outside(a)
+    _gap_panel(g, study)
     _multiplier_panel(b, study)
     legend_outside(b)
-    fig.tight_layout()
     return fig
