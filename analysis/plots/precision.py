@@ -20,13 +20,17 @@ from analysis.plots.style import LOSS_LABEL, legend_outside, log_x, plt, style_o
 __all__ = ["plot_precision"]
 
 
-def _loss_panel(ax, study: PrecisionStudy) -> None:
-    data, fit = study.data, study.fit
+def _frame(data: pl.DataFrame) -> tuple[list[float], np.ndarray, np.ndarray, float]:
+    """(the fewest and most epochs, the sizes, a grid over them, U) of the panels."""
     ep = np.unique(data["epochs"].to_numpy())
     shown = [float(ep.min())] + ([float(ep.max())] if ep.size > 1 else [])
     n = data["N"].to_numpy()
-    grid = np.geomspace(n.min(), n.max(), 80)
-    U = float(data["U"].min())
+    return shown, n, np.geomspace(n.min(), n.max(), 80), float(data["U"].min())
+
+
+def _loss_panel(ax, study: PrecisionStudy) -> None:
+    data, fit = study.data, study.fit
+    shown, n, grid, U = _frame(data)
     for i, f in enumerate(study.formats):
         st = style_of(f, i)
         sub = data.filter(pl.col("precision") == f)
@@ -53,11 +57,7 @@ def _gap_panel(ax, study: PrecisionStudy) -> None:
     """Each run's loss minus the reference's fitted law at its (N, D), and each format's
     fitted gap: the difference the left panel's overlapping curves hide."""
     data, fit = study.data, study.fit
-    ep = np.unique(data["epochs"].to_numpy())
-    shown = [float(ep.min())] + ([float(ep.max())] if ep.size > 1 else [])
-    n = data["N"].to_numpy()
-    grid = np.geomspace(n.min(), n.max(), 80)
-    U = float(data["U"].min())
+    shown, n, grid, U = _frame(data)
 
     def at(N, D, f: str, i: int):
         k = np.size(N)

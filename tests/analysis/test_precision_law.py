@@ -52,16 +52,22 @@ def test_unknown_precision_is_one_line():
         bits_of("int3")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_law_gradient_matches_finite_differences(mode):
-    """The analytic Jacobian (the factored form the objective contracts) against central
-    differences of log L, every parameter, at a point off every grid value."""
+def _law_inputs():
+    """(seed 0's runs, their formats, the law's input columns)."""
     data = _data(0)
     formats = ("bf16", "fp8", "nvfp4", "mxfp4")
     idx = {f: i + 1.0 for i, f in enumerate(formats)}
     X = {"N": data["N"].to_numpy(), "D": data["D"].to_numpy(), "U": data["U"].to_numpy(),
          "P": np.array([BITS[f] for f in data["train.precision"]]),
          "fmt": np.array([idx[f] for f in data["train.precision"]])}
+    return data, formats, X
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_law_gradient_matches_finite_differences(mode):
+    """The analytic Jacobian (the factored form the objective contracts) against central
+    differences of log L, every parameter, at a point off every grid value."""
+    data, formats, X = _law_inputs()
     law = PrecisionLaw(formats=formats, mode=mode, centre=5e6 if mode == "kappa_N" else 2.8)
     rng = np.random.default_rng(1)
     nat = {**PRECISION_TRUTH}
@@ -84,12 +90,7 @@ def test_law_gradient_matches_finite_differences(mode):
 def test_law_gradient_reaches_the_objective():
     """The objective's contracted gradient equals finite differences of F (shared W factors
     are contracted in place once: the law must hand out distinct arrays where it must)."""
-    data = _data(0)
-    formats = ("bf16", "fp8", "nvfp4", "mxfp4")
-    idx = {f: i + 1.0 for i, f in enumerate(formats)}
-    X = {"N": data["N"].to_numpy(), "D": data["D"].to_numpy(), "U": data["U"].to_numpy(),
-         "P": np.array([BITS[f] for f in data["train.precision"]]),
-         "fmt": np.array([idx[f] for f in data["train.precision"]])}
+    data, formats, X = _law_inputs()
     law = PrecisionLaw(formats=formats, mode="kappa_N", centre=5e6)
     free = np.arange(law.n_params)
     obj = Objective(law, X, np.log(data["loss"].to_numpy()), np.zeros(law.n_params), free, loss="mse")
