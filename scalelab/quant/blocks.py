@@ -62,8 +62,8 @@ class Quantized(NamedTuple):
     def dequantize(self) -> torch.Tensor:
         """values · scales, padding cut, in the original shape (fp32)."""
         k = self.shape[-1]
-        out = (self.values * self.scales).reshape(self.values.shape[0], -1)[:, :k]
-        return out.reshape(self.shape)
+        out = (self.values * self.scales).reshape(self.values.shape[0], -1)
+        return (out if out.shape[1] == k else out[:, :k]).reshape(self.shape)
 
 
 def _binade(a: torch.Tensor) -> torch.Tensor:
@@ -91,7 +91,7 @@ def quantize(x: torch.Tensor, s: Scaling, bits: torch.Tensor | None = None) -> Q
     elements in row-major order (``rounding.sr_bits``), or None for round-to-nearest-even."""
     shape = x.shape
     k = shape[-1]
-    rows = x.reshape(-1, k).float()
+    rows = x.reshape(-1, k).float().contiguous()  # transposed operands: one copy, then fast passes
     b = s.block or k
     pad = (-k) % b
     if pad:
