@@ -19,6 +19,7 @@ from scalelab import strict
 from scalelab.errors import UserError, did_you_mean
 
 Precision = Literal["fp32", "bf16-autocast", "bf16-pure", "fp8", "mxfp8", "mxfp4", "nvfp4"]
+Objective = Literal["ar", "mdm"]
 Schedule = Literal["cosine", "wsd", "constant"]
 
 SEED_LIMIT = 2**32
@@ -32,6 +33,9 @@ NS_STEPS_LIMIT = 100
 hidden matrix three times (a step's optimizer work again), and the published schedules
 use 5 (KellerJordan/Muon) to 8 (Polar Express, arXiv 2505.16932); their quintic reaches
 its fixed point long before 100."""
+ELBO_DRAWS_LIMIT = 256
+"""An 'mdm' eval runs the model once per draw over the validation batches: 256 draws cost 256
+evals, and put the Monte Carlo SE at 1/16 of one draw's."""
 DEVICES = ("auto", "cpu", "cuda")
 """Devices a run trains on (``train.device``) and ``scalelab ensemble --device`` evaluates
 on: these, or ``cuda:N`` (GPU N of the node)."""
@@ -83,6 +87,12 @@ class ModelConfig:
     """RoPE base frequency (Su et al. 2021)."""
     norm_eps: float = strict.bounded(1e-5, gt=0)
     """RMSNorm epsilon."""
+    objective: Objective = "ar"
+    """'ar': next-token prediction, causal attention, the exact NLL. 'mdm': a masked-diffusion
+    LM on the same decoder (Sahoo et al. 2024, arXiv 2406.07524; Shi et al. 2024, arXiv
+    2406.04329): bidirectional attention, a [MASK] token added to the embedding, and the
+    continuous-time ELBO as its loss, an upper bound on the NLL (``scalelab.model.masking``;
+    docs/diffusion.md). Left out of the run id while 'ar'."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +242,11 @@ class TrainConfig:
     validation split ``data.val_tokens`` allows, 2·val_tokens // (seq_len + 1)
     (``val_windows_limit``: the batches wrap round the split, so further ones repeat earlier
     ones exactly). Operational."""
+    elbo_draws: int = strict.bounded(4, ge=2, le=ELBO_DRAWS_LIMIT)
+    """Objective 'mdm': masking draws per validation sequence in each eval. The validation
+    ELBO is their mean and its Monte Carlo SE their spread (``scalelab.model.masking``), the
+    same seeded draws at every eval. Operational (it changes the estimate's noise, not its
+    expectation)."""
     log_every: int = strict.bounded(1, ge=1)
     """Steps between metrics rows, progress lines (tokens/s, ETA) and W&B train metrics.
     Operational."""
@@ -313,6 +328,10 @@ class RunConfig:
     """Also log to Weights & Biases (offline unless WANDB_MODE says otherwise). Operational."""
 
     def __post_init__(self) -> None:
+        if self.model.objective == "mdm" and self.distill.active:
+            raise UserError("distillation trains an autoregressive student on sampled text and "
+                            "next-token logits; a masked-diffusion student ('mdm') has neither: "
+                            "set model.objective: ar, or turn distill off", key="model.objective")
         if self.distill.prompt_len > self.data.seq_len:
             raise UserError(f"prompt_len={strict.shown(self.distill.prompt_len)} is more than "
                             f"data.seq_len={self.data.seq_len}: a generated sequence holds "
@@ -332,6 +351,7 @@ OPERATIONAL_KEYS = frozenset(
         "wandb",
         "train.eval_every",
         "train.eval_batches",
+        "train.elbo_draws",
         "train.log_every",
         "train.norms_every",
         "train.checkpoint_every",

@@ -151,7 +151,7 @@ def derive(
     if vocab < 1:
         raise UserError(f"must be >= 1, got {vocab}", key="data.vocab_size")
     shape = resolve_shape(cfg.model)
-    counts = param_counts(shape, vocab)
+    counts = param_counts(shape, vocab, mask_token=cfg.model.objective == "mdm")
 
     batch, seq_len = cfg.train.batch_size, cfg.data.seq_len
     if batch < 1:

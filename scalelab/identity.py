@@ -68,7 +68,7 @@ DEFAULT_OMITTED_SECTIONS = ("distill",)
 # old sweep keeps its id; a non-default value makes a new one).
 DEFAULT_OMITTED_KEYS = (
     "data.subset_seed", "train.divergence_factor", "train.divergence_patience",
-    "optim.stochastic_rounding",
+    "optim.stochastic_rounding", "model.objective",
 )
 
 

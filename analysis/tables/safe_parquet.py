@@ -98,13 +98,14 @@ def _ends_problem(fd: int, size: int) -> str | None:
 
 
 def read_parquet_checked(path: str | Path, schema: Mapping[str, pl.DataType] | None = None, *,
-                         required: Sequence[str] = (),
+                         required: Sequence[str] = (), optional: Sequence[str] = (),
                          error: type[CorruptParquetError] = CorruptParquetError,
                          limit: int | None = None) -> pl.DataFrame:
     """The rows of ``path``: with ``schema``, its columns in its order, cast; else every
     column. Raises ``error`` (a ``CorruptParquetError``) when the file is no regular file
     within ``limit`` bytes (``bounded_read.limit_for`` when None), is not whole parquet,
-    lacks a column of ``schema`` or ``required``, or does not decode."""
+    lacks a column of ``schema`` (but those in ``optional``, read as nulls: columns added to
+    a schema after files were written) or ``required``, or does not decode."""
     try:
         fd, st = open_checked(str(path), limit)
     except Unreadable as err:
@@ -115,11 +116,11 @@ def read_parquet_checked(path: str | Path, schema: Mapping[str, pl.DataType] | N
         problem = _ends_problem(fd, st.st_size)
         if problem is not None:
             raise error(path, problem)
-        return decode_parquet(fh, path, schema, required=required, error=error)
+        return decode_parquet(fh, path, schema, required=required, optional=optional, error=error)
 
 
 def decode_parquet(source: object, path: str | Path, schema: Mapping[str, pl.DataType] | None = None, *,
-                   required: Sequence[str] = (),
+                   required: Sequence[str] = (), optional: Sequence[str] = (),
                    error: type[CorruptParquetError] = CorruptParquetError) -> pl.DataFrame:
     """``read_parquet_checked``'s decoding of ``source`` (an open binary file or a
     ``pyarrow.BufferReader`` of checked bytes), errors naming ``path``."""
@@ -129,12 +130,16 @@ def decode_parquet(source: object, path: str | Path, schema: Mapping[str, pl.Dat
     want = [*(schema or {}), *(c for c in required if c not in (schema or {}))]
     try:
         with pq.ParquetFile(source) as fh:
-            missing = [c for c in want if c not in fh.schema_arrow.names]
+            absent = [c for c in want if c not in fh.schema_arrow.names]
+            missing = [c for c in absent if c not in optional]
             if missing:
                 raise error(path, f"missing column(s) {', '.join(missing)}")
-            table = fh.read(columns=list(schema) if schema else None, use_threads=False)
-        if schema:  # polars' own arrow types
-            table = table.cast(pl.DataFrame(schema=dict(schema)).to_arrow().schema)
+            present = [c for c in schema if c not in absent] if schema else None
+            table = fh.read(columns=present, use_threads=False)
+        if schema:  # polars' own arrow types; absent optional columns as nulls
+            for name in absent:
+                table = table.append_column(name, pa.nulls(table.num_rows))
+            table = table.select(list(schema)).cast(pl.DataFrame(schema=dict(schema)).to_arrow().schema)
         table.validate(full=True)
         frame = pl.from_arrow(table)
     except (OSError, ValueError, TypeError, pa.ArrowException, pl.exceptions.PolarsError) as err:

@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scalelab.config import RunConfig
 from scalelab.distill.decode import sample_batch
 from scalelab.ensemble.load import load_trained, pick_device
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json
 
-__all__ = ["GenerationParams", "assign_members", "draw_prompts", "find_cached", "generate", "generate_tokens",
-           "synthetic_id"]
+__all__ = ["GenerationParams", "assign_members", "check_teacher", "draw_prompts", "find_cached", "generate",
+           "generate_tokens", "synthetic_id"]
 
 #: Bump when the sampling procedure changes: old caches then no longer match.
 GENERATOR_VERSION = 1
@@ -58,6 +59,15 @@ class GenerationParams:
     @property
     def n_sequences(self) -> int:
         return -(-self.n_tokens // (self.seq_len + 1))
+
+
+def check_teacher(teacher: RunConfig, name: str, where: str = "distill.teachers") -> None:
+    """Refuse a masked-diffusion teacher in one line: distillation samples text left to right
+    and matches next-token logits, which a bidirectional denoiser does not define."""
+    if teacher.model.objective != "ar":
+        raise UserError(f"teacher {name} is a masked-diffusion model (model.objective: "
+                        f"{teacher.model.objective}); distillation needs autoregressive teachers "
+                        "(next-token sampling and logits)", key=where)
 
 
 def synthetic_id(teacher_digests: list[str], params: GenerationParams) -> str:
@@ -148,6 +158,8 @@ def generate(
 
     dev = pick_device(device)
     teachers = [load_trained(d, dev) for d in teacher_dirs]
+    for t in teachers:
+        check_teacher(t.cfg, t.run_dir.name)
     digests = [t.digest for t in teachers]
     sid = synthetic_id(digests, params)
     cached = find_cached(cache_dir, sid, digests, params)

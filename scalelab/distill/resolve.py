@@ -29,7 +29,7 @@ import polars as pl
 
 from scalelab import strict
 from scalelab.config import RunConfig
-from scalelab.distill.generate import GenerationParams
+from scalelab.distill.generate import GenerationParams, check_teacher
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json, id_in_name, run_dir_name
 from scalelab.store.layout import CONFIG_FILE, PLAN_FILE, RUNS_FOLDER
@@ -169,5 +169,7 @@ def resolve_teachers(cfg: RunConfig, candidates: Sequence[RunConfig], *, where: 
         shown = ", ".join(f"{k}={v!r}" for k, v in selector.items())
         raise UserError(f"no run of the sweep matches the teacher selector {{{shown}}}", key=where)
     matches.sort(key=lambda c: (c.member, run_dir_name(c)))
+    for cand in matches:
+        check_teacher(cand, run_dir_name(cand), where)
     teachers = tuple(run_dir_name(c) for c in matches)
     return dataclasses.replace(cfg, distill=dataclasses.replace(cfg.distill, teachers=teachers))

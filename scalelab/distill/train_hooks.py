@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from scalelab.config import DataConfig, RunConfig
-from scalelab.distill.generate import find_cached, synthetic_id
+from scalelab.distill.generate import check_teacher, find_cached, synthetic_id
 from scalelab.distill.kd import TeacherEnsemble, kd_loss
 from scalelab.distill.mixture import MixtureStream, open_synthetic
 from scalelab.distill.resolve import generation_params, synthetic_cache_dir, teacher_dirs
@@ -31,6 +31,8 @@ def mixture_stream(cfg: RunConfig, run_dir: str | Path, dataset, data_cfg: DataC
     from scalelab.distill.job import synthetic_for
 
     teachers = [load_trained(d, "cpu") for d in teacher_dirs(cfg, run_dir)]
+    for t in teachers:
+        check_teacher(t.cfg, t.run_dir.name)
     digests, params = [t.digest for t in teachers], generation_params(cfg)
     sid = synthetic_id(digests, params)
     del teachers
@@ -59,5 +61,8 @@ class KDLoss:
 
 
 def build_kd_loss(cfg: RunConfig, run_dir: str | Path, device: torch.device) -> KDLoss:
-    models = [load_trained(d, device).model for d in teacher_dirs(cfg, run_dir)]
+    teachers = [load_trained(d, device) for d in teacher_dirs(cfg, run_dir)]
+    for t in teachers:
+        check_teacher(t.cfg, t.run_dir.name)
+    models = [t.model for t in teachers]
     return KDLoss(TeacherEnsemble(models), cfg.distill.kd_weight, cfg.distill.kd_temperature)

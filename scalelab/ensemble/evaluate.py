@@ -14,7 +14,9 @@ Rows follow the evals schema (``train.records.records.EVALS_SCHEMA``) plus ``mem
                  since it decides which runs are one ensemble
     step, tokens the members' final step / training tokens (the minimum over members)
     split        'val'
-    loss         mean token cross-entropy (nats) on the held-out batches
+    loss         mean token cross-entropy (nats) on the held-out batches; masked-diffusion
+                 members ('mdm'): the ELBO of the ensembled denoiser on the runs' own
+                 masking draws (an upper bound on its NLL)
     members      K
     method       'logits' | 'probs' for ensembles of the first K members; 'member' for one
                  member alone (then ``member`` holds its index and members = 1)
@@ -45,6 +47,7 @@ from scalelab.ensemble.combine import Method, PrefixEnsemble
 from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_config
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json, identity_dict, run_id
+from scalelab.model.masking import eval_draws
 from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import RUNS_FOLDER, ensemble_evals_file
 from scalelab.store.status import State, read_status
@@ -153,6 +156,27 @@ def group_label(cfg: RunConfig) -> str:
     return re.sub(r"_m\d+$", "", cfg.name)
 
 
+def _scored(run: TrainedRun, cfg: RunConfig, index: int, x: torch.Tensor, y: torch.Tensor):
+    """What validation batch ``index`` is scored on: [(inputs, targets, per-token weights)].
+    'ar': the batch itself, weight 1. 'mdm': its ``train.elbo_draws`` maskings, the draws of
+    the runs' own evals (``scalelab.model.masking``), each weighted for the ELBO, so the
+    ensemble's loss is the ELBO of the ensembled denoiser (its per-token predictions
+    combined by ``method``; 'probs' averages the members' probabilities)."""
+    mask_id = run.model.mask_id
+    if mask_id is None:
+        return [(x, y, None)]
+    draws = eval_draws(x, batch_index=index, n_draws=cfg.train.elbo_draws, rows=slice(0, x.shape[0]),
+                       global_rows=x.shape[0], mask_id=mask_id)
+    return [(z, x, w) for z, w in draws]
+
+
+def _weighted_sum(nll: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """sum of per-token NLL (or an already summed 0-d one), each times its weight, fp64 on CPU."""
+    if weights is not None:
+        nll = nll * weights.flatten()
+    return nll.double().sum().cpu()
+
+
 def _val_batches(cfg: RunConfig, batch_size: int, n_batches: int):
     """The held-out batches, one at a time (never all of them in memory)."""
     from scalelab.data import open_dataset, val_batches
@@ -181,21 +205,23 @@ def evaluate_group(
     ens_sum = {m: torch.zeros(M, dtype=torch.float64) for m in methods}
     member_sum = torch.zeros(M, dtype=torch.float64)
     count = 0
-    for xb, yb in batches:
+    for b, (xb, yb) in enumerate(batches):
         # Row chunks keep each [rows, T, V] logits tensor near CHUNK_ELEMENTS (vocab 128k).
         rows = max(1, CHUNK_ELEMENTS // (xb.shape[1] * runs[0].model.vocab_size))
-        for x, y in zip(xb.split(rows), yb.split(rows)):
-            x, y = x.to(dev), y.to(dev)  # [rows, T]
-            prefix = {m: PrefixEnsemble(m) for m in methods}
-            for k, run in enumerate(runs):
-                z = run.model(x)  # [rows, T, V] fp32
-                member_sum[k] += torch.nn.functional.cross_entropy(
-                    z.flatten(0, 1), y.flatten(), reduction="sum"
-                ).double().cpu()
-                for m in methods:
-                    prefix[m].add(z)
-                    ens_sum[m][k] += prefix[m].nll(y).double().sum().cpu()
-            count += y.numel()
+        for inp, tgt, weights in _scored(runs[0], cfg, b, xb, yb):
+            w_rows = [None] * len(inp.split(rows)) if weights is None else weights.split(rows)
+            for x, y, w in zip(inp.split(rows), tgt.split(rows), w_rows):
+                x, y = x.to(dev), y.to(dev)  # [rows, T]
+                w = None if w is None else w.to(dev)  # [rows, T]
+                prefix = {m: PrefixEnsemble(m) for m in methods}
+                for k, run in enumerate(runs):
+                    z = run.model(x)  # [rows, T, V] fp32
+                    member_sum[k] += _weighted_sum(torch.nn.functional.cross_entropy(
+                        z.flatten(0, 1), y.flatten(), reduction="none" if w is not None else "sum"), w)
+                    for m in methods:
+                        prefix[m].add(z)
+                        ens_sum[m][k] += _weighted_sum(prefix[m].nll(y).flatten(), w)
+                count += y.numel()
     step = min(r.step for r in runs)
     tokens = step * cfg.train.batch_size * cfg.data.seq_len
     n_params = sum(p.numel() for p in runs[0].model.parameters())

@@ -101,7 +101,7 @@ def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *,
         raise UserError("no checkpoint to load", file=str(run_dir / CHECKPOINT_FOLDER))
     step, state = found
     weights = _strip_prefixes(state["model"] if "model" in state else state)
-    vocab = int(weights["tok_emb.weight"].shape[0])
+    vocab = int(weights["tok_emb.weight"].shape[0]) - int(cfg.model.objective == "mdm")  # [MASK] row
     model = build_model(cfg.model, vocab_size=vocab)
     model.load_state_dict({k: v.float() for k, v in weights.items()})
     model.to(pick_device(str(device)) if isinstance(device, str) else device).eval()

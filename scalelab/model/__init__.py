@@ -36,7 +36,7 @@ def build_model(cfg: ModelConfig, vocab_size: int) -> Llama:
     """The module for ``cfg`` (weights not initialised: call ``init_weights``)."""
     from scalelab.model.llama import Llama
 
-    return Llama(resolve_shape(cfg), vocab_size)
+    return Llama(resolve_shape(cfg), vocab_size, objective=cfg.objective)
 
 
 def __getattr__(name: str):

@@ -1,7 +1,9 @@
 """Cross-entropy through the output head, chunked over tokens: never a [B·T, V] fp32 tensor.
 
 ``chunked_cross_entropy(h, w, targets)`` equals ``F.cross_entropy((h @ w.T).float(),
-targets)`` (mean over tokens) and its gradients w.r.t. ``h`` [n, d] and ``w`` [V, d]. The
+targets)`` (mean over tokens) and its gradients w.r.t. ``h`` [n, d] and ``w`` [V, d]; with
+``weights`` [n] (the masked-diffusion loss), the mean of weight × cross-entropy, each row of
+g below scaled by its weight. The
 plain loss holds fp32 logits, their log-softmax and their gradient, each [n, V]: at
 n = 16·4096 tokens and V = 128,256 that is 34 GB apiece. Here the tokens go through in
 chunks of ``chunk_tokens`` rows; per chunk:
@@ -39,21 +41,29 @@ from scalelab.model.memory import CHUNK_TOKENS
 __all__ = ["CHUNK_TOKENS", "chunked_cross_entropy", "cross_entropy"]
 
 
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
+                  weights: torch.Tensor | None = None) -> torch.Tensor:
     """The plain loss: mean next-token cross-entropy in fp32 of full logits [B, T, V];
-    targets [B, T] (int64). What ``chunked_cross_entropy`` equals without the logits."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    targets [B, T] (int64); with ``weights`` (fp32, B·T of them), the mean of weight ×
+    cross-entropy. What ``chunked_cross_entropy`` equals without the logits."""
+    flat = logits.float().reshape(-1, logits.shape[-1])  # [B·T, V]
+    if weights is None:
+        return F.cross_entropy(flat, targets.reshape(-1))
+    per_token = F.cross_entropy(flat, targets.reshape(-1), reduction="none")  # [B·T]
+    return (per_token * weights.reshape(-1).to(per_token.dtype)).mean()
 
 
 @torch.compiler.disable
 def chunked_cross_entropy(
-    h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS
+    h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean cross-entropy of logits ``h @ w.T`` against ``targets``: a 0-d fp32 tensor (fp64
-    for fp64 inputs).
+    for fp64 inputs); with ``weights``, the mean of weight × cross-entropy.
 
-    h: [n, d] final hidden states; w: [V, d] output-head weight; targets: [n] int64.
-    Differentiable w.r.t. h and w (the gradients are computed here, chunk by chunk).
+    h: [n, d] final hidden states; w: [V, d] output-head weight; targets: [n] int64;
+    weights: [n] or None (not differentiated). Differentiable w.r.t. h and w (the gradients
+    are computed here, chunk by chunk).
     """
     if chunk_tokens < 1:
         raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
@@ -61,16 +71,18 @@ def chunked_cross_entropy(
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
     h, w = h.to(dtype), w.to(dtype)  # the casts nn.Linear would make under autocast
     with torch.autocast(device, enabled=False):
+        if weights is not None:
+            weights = weights.detach().to(torch.promote_types(h.dtype, torch.float32))
         if torch.is_grad_enabled() and (h.requires_grad or w.requires_grad):
-            return _ChunkedCrossEntropy.apply(h, w, targets, chunk_tokens)
-        return _chunked(h, w, targets, chunk_tokens, False, False)[0]
+            return _ChunkedCrossEntropy.apply(h, w, targets, chunk_tokens, weights)
+        return _chunked(h, w, targets, chunk_tokens, False, False, weights)[0]
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, w, targets, chunk_tokens):
+    def forward(ctx, h, w, targets, chunk_tokens, weights):
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        loss, dh, dw = _chunked(h, w, targets, chunk_tokens, need_h, need_w)
+        loss, dh, dw = _chunked(h, w, targets, chunk_tokens, need_h, need_w, weights)
         ctx.save_for_backward(dh, dw)
         return loss
 
@@ -79,18 +91,21 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         dh, dw = ctx.saved_tensors  # the gradients of the mean loss itself
         grad_h = dh * grad_loss if dh is not None else None
         grad_w = dw * grad_loss if dw is not None else None
-        return grad_h, grad_w, None, None
+        return grad_h, grad_w, None, None, None
 
 
 def _chunked(
     h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, chunk: int, need_h: bool,
-    need_w: bool,
+    need_w: bool, weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """(mean loss [], dh [n, d] or None, dw [V, d] or None). The loss and the sums are fp32
-    (fp64 for fp64 inputs); dh and dw come back in h's and w's dtype."""
+    (fp64 for fp64 inputs); dh and dw come back in h's and w's dtype. ``weights`` [n] (in
+    the accumulation dtype) scale each row's loss and its gradient."""
     n = h.shape[0]  # h: [n, d], w: [V, d], targets: [n]
     if targets.shape != (n,):
         raise ValueError(f"targets {tuple(targets.shape)} do not match h {tuple(h.shape)}")
+    if weights is not None and weights.shape != (n,):
+        raise ValueError(f"weights {tuple(weights.shape)} do not match h {tuple(h.shape)}")
     acc = torch.promote_types(h.dtype, torch.float32)  # fp32 (fp64 for gradcheck)
     total = torch.zeros((), dtype=acc, device=h.device)
     dh = torch.empty_like(h) if need_h else None  # [n, d]
@@ -99,13 +114,16 @@ def _chunked(
         h_c, t_c = h[start:start + chunk], targets[start:start + chunk]  # [c, d], [c]
         z = (h_c @ w.T).to(acc)  # [c, V] fp32 (the matmul's own output when h is fp32)
         lse = torch.logsumexp(z, dim=1)  # [c]
-        total += (lse - z.gather(1, t_c[:, None]).squeeze(1)).sum()
+        ce = lse - z.gather(1, t_c[:, None]).squeeze(1)  # [c]
+        w_c = None if weights is None else weights[start:start + chunk]  # [c]
+        total += (ce if w_c is None else ce * w_c).sum()
         if dh is None and dw is None:
             continue
         g = z.sub_(lse[:, None]).exp_()  # [c, V] softmax, in place of z
         rows = torch.arange(g.shape[0], device=g.device)
         g[rows, t_c] -= 1.0  # softmax - onehot
-        g = g.mul_(1.0 / n).to(h.dtype)  # [c, V] d mean / d z, in the compute dtype
+        g = g.mul_(1.0 / n) if w_c is None else g.mul_((w_c / n)[:, None])
+        g = g.to(h.dtype)  # [c, V] d mean / d z, in the compute dtype
         if dh is not None:
             torch.mm(g, w, out=dh[start:start + chunk])  # [c, d]
         if dw is not None:

@@ -4,7 +4,8 @@ Parameters (exactly ``sum(p.numel() for p in Llama(shape, V).parameters())``):
 
     per layer   = d·(H·hd) [wq] + 2·d·(KV·hd) [wk, wv] + (H·hd)·d [wo]
                 + 3·d·d_ff [w_gate, w_up, w_down] + 2·d [norm_attn, norm_mlp]
-    embedding   = V·d [tok_emb] (+ V·d [lm_head] when untied)
+    embedding   = V·d [tok_emb] (+ V·d [lm_head] when untied); the masked-diffusion
+                  objective adds the [MASK] row to tok_emb: (V + 1)·d
     total       = n_layers·per_layer + d [norm_out] + embedding
     non_embedding = total - embedding  (Kaplan et al. 2020: blocks + final norm; the
                     untied head counts as embedding)
@@ -55,11 +56,12 @@ def _layer_params(shape: ModelShape) -> int:
     return attn + mlp + 2 * d
 
 
-def param_counts(shape: ModelShape, vocab_size: int) -> ParamCounts:
-    """Exact parameter counts of ``Llama(shape, vocab_size)``."""
+def param_counts(shape: ModelShape, vocab_size: int, *, mask_token: bool = False) -> ParamCounts:
+    """Exact parameter counts of ``Llama(shape, vocab_size, objective)``; ``mask_token`` for
+    the 'mdm' objective (its embedding has the [MASK] row; a tied head is its first V rows)."""
     non_embedding = shape.n_layers * _layer_params(shape) + shape.d_model
-    tables = 1 if shape.tie_embeddings else 2
-    embedding = tables * vocab_size * shape.d_model
+    head = 0 if shape.tie_embeddings else vocab_size * shape.d_model
+    embedding = (vocab_size + int(mask_token)) * shape.d_model + head
     return ParamCounts(non_embedding + embedding, non_embedding, embedding)
 
 

@@ -5,6 +5,13 @@ Pre-norm blocks ``x + attn(norm(x))``, ``x + mlp(norm(x))``; RMSNorm; RoPE; caus
 untied embedding and head by default. Logits are returned in fp32; ``model(idx, targets)``
 returns the mean cross-entropy without forming them (``scalelab.model.chunked_loss``).
 
+``objective='mdm'``, the masked-diffusion LM (Sahoo et al. 2024, arXiv 2406.07524; Shi et
+al. 2024, arXiv 2406.04329), changes three things and nothing else: attention is
+bidirectional; ``tok_emb`` has one more row, the [MASK] token (id V = ``mask_id``); and the
+head still predicts the V real tokens only (a tied head is tok_emb's first V rows), so the
+[MASK] token is never predicted (MDLM's zero-masking parameterisation). Its loss weights each
+position's cross-entropy (``model(z, targets=x, weights=w)``: ``scalelab.model.masking``).
+
 Parameter names (optimizer routers and norm records rely on them):
 
     tok_emb.weight                    [V, d]    embedding
@@ -19,6 +26,8 @@ Parameter names (optimizer routers and norm records rely on them):
     layers.{i}.mlp.w_down.weight      [d, d_ff]
     norm_out.weight                   [d]
     lm_head.weight                    [V, d]    head (absent from named_parameters when tied)
+
+('mdm': tok_emb.weight is [V + 1, d].)
 """
 
 from __future__ import annotations
@@ -41,10 +50,11 @@ ROPE_CACHE_LEN = 4096
 
 
 class Attention(nn.Module):
-    def __init__(self, shape: ModelShape):
+    def __init__(self, shape: ModelShape, causal: bool = True):
         super().__init__()
         d, hd = shape.d_model, shape.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = shape.n_heads, shape.n_kv_heads, hd
+        self.causal = causal
         self.wq = nn.Linear(d, shape.n_heads * hd, bias=False)
         self.wk = nn.Linear(d, shape.n_kv_heads * hd, bias=False)
         self.wv = nn.Linear(d, shape.n_kv_heads * hd, bias=False)
@@ -61,7 +71,7 @@ class Attention(nn.Module):
             rep = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # [B, H, T, hd]
             v = v.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, hd]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)  # [B, H, T, hd]
         return self.wo(y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim))
 
 
@@ -79,10 +89,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, shape: ModelShape):
+    def __init__(self, shape: ModelShape, causal: bool = True):
         super().__init__()
         self.norm_attn = RMSNorm(shape.d_model, shape.norm_eps)
-        self.attn = Attention(shape)
+        self.attn = Attention(shape, causal)
         self.norm_mlp = RMSNorm(shape.d_model, shape.norm_eps)
         self.mlp = MLP(shape)
 
@@ -92,17 +102,25 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    """``Llama(shape, vocab_size)``; call ``init_weights(seed, std)`` before training."""
+    """``Llama(shape, vocab_size, objective='ar'|'mdm')``; call ``init_weights(seed, std)``
+    before training."""
 
-    def __init__(self, shape: ModelShape, vocab_size: int):
+    def __init__(self, shape: ModelShape, vocab_size: int, objective: str = "ar"):
         super().__init__()
-        self.shape, self.vocab_size = shape, vocab_size
-        self.tok_emb = nn.Embedding(vocab_size, shape.d_model)
-        self.layers = nn.ModuleList(Block(shape) for _ in range(shape.n_layers))
+        if objective not in ("ar", "mdm"):
+            raise ValueError(f"objective must be 'ar' or 'mdm', got {objective!r}")
+        self.shape, self.vocab_size, self.objective = shape, vocab_size, objective
+        mdm = objective == "mdm"
+        self.mask_id = vocab_size if mdm else None  # the [MASK] token's id ('mdm' only)
+        self.tok_emb = nn.Embedding(vocab_size + int(mdm), shape.d_model)
+        self.layers = nn.ModuleList(Block(shape, causal=not mdm) for _ in range(shape.n_layers))
         self.norm_out = RMSNorm(shape.d_model, shape.norm_eps)
         self.lm_head = nn.Linear(shape.d_model, vocab_size, bias=False)
-        if shape.tie_embeddings:
+        if shape.tie_embeddings and not mdm:
             self.lm_head.weight = self.tok_emb.weight
+        elif shape.tie_embeddings:  # 'mdm': the head is the embedding's first V rows
+            del self.lm_head
+            self.lm_head = None
         # Non-persistent: rebuilt from the shape, never checkpointed. fp32 always.
         self.register_buffer("rope", self._rope(ROPE_CACHE_LEN), persistent=False)
 
@@ -139,7 +157,14 @@ class Llama(nn.Module):
             p.copy_(draw)
         self.rope = self._rope(ROPE_CACHE_LEN, device=self.tok_emb.weight.device)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+    def head_weight(self) -> torch.Tensor:
+        """The output head's weight [V, d] (tied 'mdm': the embedding's first V rows)."""
+        if self.lm_head is None:
+            return self.tok_emb.weight[: self.vocab_size]
+        return self.lm_head.weight
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
         """idx: int64 [B, T] -> logits fp32 [B, T, V].
 
         With ``targets`` (int64 [B, T]): the mean next-token cross-entropy instead, an fp32
@@ -155,8 +180,10 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x, rope)
         h = self.norm_out(x)  # [B, T, d]
+        w = self.head_weight()  # [V, d]
         if targets is None:
-            return self.lm_head(h).float()  # [B, T, V]
-        if targets.numel() * self.lm_head.weight.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
-            return cross_entropy(self.lm_head(h), targets)  # [B, T, V] is small: the plain loss
-        return chunked_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.flatten())
+            return F.linear(h, w).float()  # [B, T, V]
+        flat_w = None if weights is None else weights.flatten()  # [B·T]
+        if targets.numel() * w.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
+            return cross_entropy(F.linear(h, w), targets, flat_w)  # [B, T, V] is small: the plain loss
+        return chunked_cross_entropy(h.flatten(0, 1), w, targets.flatten(), weights=flat_w)

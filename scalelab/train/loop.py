@@ -46,6 +46,7 @@ from scalelab.identity import full_id as full_run_id
 from scalelab.identity import id_of
 from scalelab.model import build_model
 from scalelab.model.checkpointing import apply_activation_checkpointing
+from scalelab.model.masking import eval_draws, train_draw
 from scalelab.model.micro_batch import device_memory_gib, micro_batch
 from scalelab.store.atomic import write_json_atomic, write_yaml_atomic
 from scalelab.store.layout import CONFIG_FILE, META_FILE
@@ -166,6 +167,7 @@ class _Run:
         torch.manual_seed(self.seeds.init)
         model = build_model(cfg.model, self.dataset.vocab_size)
         model.init_weights(seed=self.seeds.init, std=tc.init_std)
+        self.mask_id = model.mask_id  # None for 'ar'; the [MASK] token of 'mdm'
         self.model = prepare_model(model, tc.precision, device)
         apply_activation_checkpointing(self.model, tc.activation_checkpointing)
         self.sharded = env.distributed and tc.parallelism == "fsdp"
@@ -293,8 +295,8 @@ class _Run:
             x = x.to(self.device, non_blocking=True)
             y = y.to(self.device, non_blocking=True)
             set_quant_step(self.model, i, self.seeds.init)  # SR keys of quantized GEMMs (fp8/fp4)
-            loss = forward_backward(self.forward_model, micro_batches(x, y, self.micro),
-                                    self.autocast, self.loss_fn)
+            loss = forward_backward(self.forward_model, self._chunks(i, x, y), self.autocast,
+                                    self.loss_fn)
             packed = torch.stack([loss, torch.tensor(float(flag.requested), device=loss.device)])
             if dist.is_initialized():
                 dist.all_reduce(packed)  # sum over ranks
@@ -350,23 +352,48 @@ class _Run:
         self.tracker.norms(norms.latest, step)
         self._norms_published = norms.latest_step
 
-    def _val_batches(self) -> list:
+    def _chunks(self, i: int, x: torch.Tensor, y: torch.Tensor) -> list:
+        """Update ``i``'s micro-batches: (x, y); for 'mdm' (z, x, w), the clean inputs x
+        masked by the step's draw (``scalelab.model.masking``)."""
+        if self.mask_id is None:
+            return micro_batches(x, y, micro=self.micro)
+        z, w = train_draw(x, seed=self.seeds.init, step=i, rows=self.rows,
+                          global_rows=self.tc.batch_size, mask_id=self.mask_id)
+        return micro_batches(z, x, w, micro=self.micro)
+
+    def _val_batches(self) -> list[list]:
+        """The validation micro-batches, once per ELBO draw for 'mdm' (one list for 'ar')."""
         if self._val is None:
-            self._val = []
-            for x, y in val_batches(self.dataset, self.cfg.data.seq_len, self.tc.batch_size,
-                                    self.tc.eval_batches):
+            draws = 1 if self.mask_id is None else self.tc.elbo_draws
+            self._val = [[] for _ in range(draws)]
+            for b, (x, y) in enumerate(val_batches(self.dataset, self.cfg.data.seq_len,
+                                                   self.tc.batch_size, self.tc.eval_batches)):
                 x = x[self.rows].to(self.device)
                 y = y[self.rows].to(self.device)
-                self._val.extend(micro_batches(x, y, self.micro))
+                if self.mask_id is None:
+                    self._val[0].extend(micro_batches(x, y, micro=self.micro))
+                    continue
+                masked = eval_draws(x, batch_index=b, n_draws=draws, rows=self.rows,
+                                    global_rows=self.tc.batch_size, mask_id=self.mask_id)
+                for j, (z, w) in enumerate(masked):
+                    self._val[j].extend(micro_batches(z, x, w, micro=self.micro))
         return self._val
 
     def _eval(self, step: int, train_loss: float | None = None) -> None:
-        loss = dst.all_mean(evaluate(self.model, self._val_batches(), self.autocast)).item()
+        """The validation loss: AR's exact NLL; for 'mdm' the mean of the ELBO draws, with
+        their Monte Carlo SE (sd over the K draws / sqrt(K))."""
+        per_draw = [dst.all_mean(evaluate(self.model, batches, self.autocast)).item()
+                    for batches in self._val_batches()]
+        loss = math.fsum(per_draw) / len(per_draw)
+        se = None
+        if self.mask_id is not None:
+            var = math.fsum((v - loss) ** 2 for v in per_draw) / (len(per_draw) - 1)
+            se = math.sqrt(var / len(per_draw))
         if self.sharded:  # FSDP2 keeps the root's params unsharded after a forward: free them
             self.model.reshard()
         self.records.add("evals", step=step, tokens=step * self.derived.tokens_per_step,
-                         split="val", loss=loss)
-        self.tracker.log({"val/loss": loss}, step)
+                         split="val", loss=loss, loss_se=se)
+        self.tracker.log({"val/loss": loss, **({} if se is None else {"val/loss_se": se})}, step)
         self._publish_norms(step)
         self.console.eval(EvalLine(step=step, total_steps=self.total_steps, val_loss=loss,
                                    train_loss=train_loss, elapsed_s=self._elapsed()))

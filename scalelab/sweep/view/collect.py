@@ -2,7 +2,10 @@
 
 Columns: every axis of plan.parquet, run_id, name, state, N, N_non_embedding, D_unique,
 D_total, epochs, flops, member, final_loss (the last validation eval), best_loss (the
-minimum validation eval), steps_done, wall_time_s, records_note, records_verified, ``in_spec`` (the sweep's
+minimum validation eval), final_loss_se (the Monte Carlo SE of final_loss: null when the
+loss is exact, as AR's NLL), loss_is_bound (True for runs whose evals are ELBO estimates,
+the masked-diffusion objective's upper bound on the NLL, which carries an SE),
+steps_done, wall_time_s, records_note, records_verified, ``in_spec`` (the sweep's
 spec.yaml still plans the run: ``scalelab.sweep.view.current``), and ``recipe`` when the
 spec sets ``extra.recipe`` (as an axis, or in ``base``). States come from
 ``status.sweep_states``.
@@ -71,6 +74,7 @@ from scalelab.store.sweep_files import read_sweep_text, write_sweep_table
 from scalelab.sweep.view.current import IN_SPEC, current_run_ids
 from scalelab.sweep.view.status import sweep_states
 from scalelab.train.records.record_files import CorruptRecordError, read_record_file
+from scalelab.train.records.records import ADDED_COLUMNS
 from scalelab.train.records.records_check import RecordsCheck, check_records
 from scalelab.train.records.records_manifest import Verdict, id_problem, verify_run
 
@@ -82,7 +86,10 @@ VERIFIED = "records_verified"
 INVALID = "INVALID"
 """How ``records_note`` starts the reason a run's records failed verification."""
 EVAL_SPLIT = "val"
-EVAL_COLUMNS = {"run_id": pl.String, "step": pl.Int64, "split": pl.String, "loss": pl.Float64}
+EVAL_COLUMNS = {"run_id": pl.String, "step": pl.Int64, "split": pl.String, "loss": pl.Float64,
+                "loss_se": pl.Float64}
+"""The eval columns collect reads; ``loss_se`` (``records.ADDED_COLUMNS``) reads as null
+from files written before it existed."""
 _COMPACTED = EVALS_FILE
 
 
@@ -119,6 +126,7 @@ def _eval_files(check: RecordsCheck, state: str | None) -> list[str]:
 
 
 _LOSSES = {"run_dir": pl.String, "final_loss": pl.Float64, "best_loss": pl.Float64,
+           "final_loss_se": pl.Float64, "loss_is_bound": pl.Boolean,
            "run_ids": pl.List(pl.String)}
 
 
@@ -134,6 +142,8 @@ def _aggregate(evals: pl.DataFrame, sweep_dir: Path) -> pl.DataFrame:
         .unique(["run_dir", "step"], keep="last")
         .group_by("run_dir")
         .agg(pl.col("loss").sort_by("step").last().alias("final_loss"), pl.col("loss").min().alias("best_loss"),
+             pl.col("loss_se").sort_by("step").last().alias("final_loss_se"),
+             pl.col("loss_se").is_not_null().any().alias("loss_is_bound"),
              pl.col("run_id").unique().sort().alias("run_ids"))
         .collect()
     )
@@ -157,7 +167,10 @@ def _scan(files: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
         if found.sha256 != want:
             changed.append(path)
             continue
-        frame = pl.read_parquet(io.BytesIO(found.data), columns=list(EVAL_COLUMNS)).cast(EVAL_COLUMNS)
+        names = pl.read_parquet_schema(io.BytesIO(found.data))
+        frame = pl.read_parquet(io.BytesIO(found.data), columns=[c for c in EVAL_COLUMNS if c in names])
+        frame = frame.with_columns(pl.lit(None).alias(c) for c in ADDED_COLUMNS if c not in names)
+        frame = frame.select(list(EVAL_COLUMNS)).cast(EVAL_COLUMNS)
         frames.append(frame.with_columns(pl.lit(path).alias("_path")))
     return (pl.concat(frames, how="vertical") if frames else pl.DataFrame()), changed
 
@@ -168,7 +181,7 @@ def _decoded(files: list[str]) -> tuple[list[pl.DataFrame], dict[str, str]]:
     frames, bad = [], {}
     for path in files:
         try:
-            frame = read_record_file(path, EVAL_COLUMNS)
+            frame = read_record_file(path, EVAL_COLUMNS, ADDED_COLUMNS)
         except CorruptRecordError as err:
             bad[path] = err.reason
             continue

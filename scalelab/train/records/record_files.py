@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -42,11 +42,13 @@ class CorruptRecordError(UserError):
         self.path, self.reason = str(path), reason
 
 
-def read_record_file(path: str | Path, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """The rows of one record file as ``schema`` (its columns, in its order, cast);
-    raises ``CorruptRecordError`` when the file is not that."""
+def read_record_file(path: str | Path, schema: Mapping[str, pl.DataType],
+                     optional: Sequence[str] = ()) -> pl.DataFrame:
+    """The rows of one record file as ``schema`` (its columns, in its order, cast; columns
+    of ``optional`` the file lacks read as nulls); raises ``CorruptRecordError`` when the
+    file is not that."""
     try:
-        return read_parquet_checked(path, schema)
+        return read_parquet_checked(path, schema, optional=optional)
     except CorruptParquetError as err:
         raise CorruptRecordError(path, err.reason) from None
 

@@ -42,6 +42,7 @@ from scalelab.train.records.record_files import (
 from scalelab.train.records.record_gaps import lost_steps
 
 __all__ = [
+    "ADDED_COLUMNS",
     "EVALS_SCHEMA",
     "KEYS",
     "METRICS_SCHEMA",
@@ -68,7 +69,8 @@ EVALS_SCHEMA = {
     "step": pl.Int64,  # 0 = the initial weights
     "tokens": pl.Int64,
     "split": pl.String,  # 'val': the held-out split
-    "loss": pl.Float64,  # mean token cross-entropy (nats)
+    "loss": pl.Float64,  # mean token cross-entropy (nats); 'mdm': the ELBO, an upper bound
+    "loss_se": pl.Float64,  # Monte Carlo SE of loss ('mdm': masking draws); null when exact
 }
 NORMS_SCHEMA = {
     "run_id": pl.String,
@@ -81,6 +83,9 @@ NORMS_SCHEMA = {
     "value": pl.Float64,
 }
 SCHEMAS = {"metrics": METRICS_SCHEMA, "evals": EVALS_SCHEMA, "norms": NORMS_SCHEMA}
+ADDED_COLUMNS = ("loss_se",)
+"""Columns added to a schema after record files were first written: a file without one
+reads it as nulls (``loss_se`` is null for the exact AR loss anyway)."""
 # The columns that identify a row: a row logged twice (a crash between writing the
 # compacted file and removing the parts) is read once.
 KEYS = {
@@ -123,7 +128,7 @@ def read_table(run_dir: str | Path, table: str) -> pl.DataFrame:
     """The rows of ``table`` on disk (compacted file and/or parts), sorted, typed.
     Raises ``CorruptRecordError`` (one line naming the file) when a file is corrupt."""
     run_dir = Path(run_dir)
-    return _merge(table, [read_record_file(p, SCHEMAS[table]) for p in _files(run_dir, table)])
+    return _merge(table, [read_record_file(p, SCHEMAS[table], ADDED_COLUMNS) for p in _files(run_dir, table)])
 
 
 def _stderr(msg: str) -> None:
@@ -206,7 +211,7 @@ class Records:
         paths = _files(self.run_dir, table)
         for path in paths:
             try:
-                frame = read_record_file(path, SCHEMAS[table])
+                frame = read_record_file(path, SCHEMAS[table], ADDED_COLUMNS)
             except CorruptRecordError as err:
                 moved = set_aside(path)
                 self.log(f"{err}: set aside as {moved.name}; going on from the readable files")
