@@ -1,7 +1,8 @@
 """Optimizer step time: optim.AdamW and optim.Muon against torch.optim, measured side by side.
 
     python bench/optim_step.py [--d-model 256] [--layers 12] [--vocab 32000] [--steps 1]
-                               [--reps 5] [--device cpu] [--threads 1 --clock process]
+                               [--reps 5] [--block all|adamw|muon] [--device cpu]
+                               [--threads 1 --clock process]
 
 The parameters are those of a Llama-style decoder (Touvron et al. 2023, arXiv 2302.13971),
 built directly as fp32 tensors with fixed random grads (no model, no forward): the token
@@ -20,9 +21,12 @@ Rows, each timed against the torch reference of its block (ratio = ms / ms of th
 Each optimizer has its own copy of the params and its own state; the grads are shared tensors
 (no optimizer writes them). One warm-up step per optimizer, then ``--reps`` repetitions in
 which the optimizers take turns (A, B, C, then C, B, A: drift hits all alike), each timing
-``--steps`` steps; the table prints the median ms/step over repetitions. On a shared CPU,
-``--threads 1 --clock process`` times CPU seconds of one thread, which other processes' load
-does not inflate. Nothing is asserted: the numbers describe the machine.
+``--steps`` steps; the table prints the median ms/step over repetitions, and the Muon lines
+the quartiles of the per-repetition ratios (optim / torch within one repetition), whose spread
+is the machine's noise. On a shared CPU, ``--threads 1 --clock process`` times CPU seconds of
+one thread, which other processes' load does not inflate (their use of the same caches and
+memory bandwidth still does). ``--block muon`` times only the Muon rows. Nothing is asserted:
+the numbers describe the machine.
 """
 
 from __future__ import annotations
@@ -76,8 +80,8 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clock) -> dict[str, float]:
-    """Median seconds per step of each callable: warm-up, then interleaved repetitions."""
+def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clock) -> dict[str, list[float]]:
+    """Seconds per step of each callable in each repetition: warm-up, then interleaved repetitions."""
     for fn in steps.values():
         fn()
     _sync(device)
@@ -89,16 +93,25 @@ def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clo
                 steps[name]()
             _sync(device)
             samples[name].append((clock() - t0) / n)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
 
 
-def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, torch.optim.Optimizer]]:
-    """Row name -> (block, reference row, optimizer); params built per optimizer."""
+def _spread(num: list[float], den: list[float]) -> str:
+    """Quartiles of the per-repetition ratios num[r] / den[r] (the two timed within one
+    repetition, side by side): ``q25/median/q75``, and the range."""
+    r = sorted(a / b for a, b in zip(num, den))
+    q = statistics.quantiles(r, n=4) if len(r) > 1 else r * 3
+    return f"{q[0]:.3f}/{q[1]:.3f}/{q[2]:.3f} (range {r[0]:.3f}-{r[-1]:.3f})"
+
+
+def _optimizers(shapes, grads, device, block: str = "all") -> dict[str, tuple[str, str, torch.optim.Optimizer]]:
+    """Row name -> (block, reference row, optimizer) of ``block`` ("all", "adamw" or "muon");
+    params built per optimizer."""
     hidden = {n: s for n, s in shapes.items() if n.split(".")[-1] in HIDDEN}
     adamw = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
     muon = {"lr": 0.02, "momentum": 0.95, "weight_decay": 0.1, "nesterov": True, "ns_steps": 5}
     every, matrices = (lambda: _params(shapes, grads, device)), (lambda: _params(hidden, grads, device))
-    made = {
+    made: dict[str, tuple[str, torch.optim.Optimizer]] = {} if block == "muon" else {
         "torch.optim.AdamW(foreach=True)": ("adamw", torch.optim.AdamW(every(), foreach=True, **adamw)),
         "optim.AdamW(foreach=True)": ("adamw", optim.AdamW(every(), foreach=True, **adamw)),
         "optim.AdamW(foreach=False)": ("adamw", optim.AdamW(every(), foreach=False, **adamw)),
@@ -111,15 +124,17 @@ def _optimizers(shapes, grads, device) -> dict[str, tuple[str, str, torch.optim.
     try:  # torchao's bf16 SR-AdamW, only where torchao is installed (not a dependency)
         from torchao.optim import _AdamW  # type: ignore[import-not-found]
 
-        made["torchao _AdamW bf16 SR"] = ("adamw", _AdamW(_params(shapes, grads, device, torch.bfloat16),
-                                                          bf16_stochastic_round=True, **adamw))
+        if block != "muon":
+            made["torchao _AdamW bf16 SR"] = ("adamw", _AdamW(_params(shapes, grads, device, torch.bfloat16),
+                                                              bf16_stochastic_round=True, **adamw))
     except ImportError:
         pass
-    made |= {
-        "torch.optim.Muon": ("muon", torch.optim.Muon(matrices(), **muon)),
-        "optim.Muon(foreach=True)": ("muon", optim.Muon(matrices(), foreach=True, **muon)),
-        "optim.Muon(foreach=False)": ("muon", optim.Muon(matrices(), foreach=False, **muon)),
-    }
+    if block != "adamw":
+        made |= {
+            "torch.optim.Muon": ("muon", torch.optim.Muon(matrices(), **muon)),
+            "optim.Muon(foreach=True)": ("muon", optim.Muon(matrices(), foreach=True, **muon)),
+            "optim.Muon(foreach=False)": ("muon", optim.Muon(matrices(), foreach=False, **muon)),
+        }
     refs = {"adamw": "torch.optim.AdamW(foreach=True)", "muon": "torch.optim.Muon"}
     return {name: (block, refs[block], opt) for name, (block, opt) in made.items()}
 
@@ -131,6 +146,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--steps", type=int, default=1, help="optimizer steps per timing")
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median)")
+    ap.add_argument("--block", choices=("all", "adamw", "muon"), default="all",
+                    help="time every row, or only the AdamW or the Muon block (fewer rows between A and B)")
     add_clock_args(ap)
     args = ap.parse_args()
     device, clock = device_and_clock(ap, args)
@@ -143,10 +160,11 @@ def main() -> None:
         "adamw": f"all {len(shapes)} tensors, {sum(math.prod(s) for s in shapes.values()) / 1e6:.2f}M",
         "muon": f"{len(hidden)} hidden matrices, {sum(math.prod(s) for s in hidden) / 1e6:.2f}M",
     }
-    rows = _optimizers(shapes, grads, device)
+    rows = _optimizers(shapes, grads, device, args.block)
     load0 = os.getloadavg()
-    t = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device, clock)
+    samples = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device, clock)
     load1 = os.getloadavg()
+    t = {k: statistics.median(v) for k, v in samples.items()}
 
     print(f"device {device} ({torch.get_num_threads()} CPU threads, {os.cpu_count()} cores, "
           f"{platform.processor() or platform.machine()}), "
@@ -157,7 +175,7 @@ def main() -> None:
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
     print("Muon rows: hidden matrices only on both sides (torch.optim.Muon takes nothing else); "
           "Newton-Schulz in bf16, 5 steps, Jordan's coefficients on both")
-    if "torchao _AdamW bf16 SR" not in rows:
+    if "torchao _AdamW bf16 SR" not in rows and args.block != "muon":
         print("torchao is not importable: its bf16 SR-AdamW row is left out")
     print("| optimizer | params | covers | ms/step | vs torch | state MB |")
     print("|---|---|---|---|---|---|")
@@ -166,7 +184,12 @@ def main() -> None:
         print(f"| {name} | {dtype} | {covers[block]} | {1e3 * t[name]:.1f} | {t[name] / t[ref]:.2f}x "
               f"| {state_bytes(opt) / 2**20:.1f} |")
     muon = [n for n in rows if n.startswith("optim.Muon")]
-    print("optim.Muon / torch.optim.Muon: " + ", ".join(f"{n} {t[n] / t['torch.optim.Muon']:.3f}" for n in muon))
+    if muon:
+        ref = "torch.optim.Muon"
+        print("optim.Muon / torch.optim.Muon, ratio of medians: "
+              + ", ".join(f"{n} {t[n] / t[ref]:.3f}" for n in muon))
+        print("per-repetition ratios q25/median/q75: "
+              + ", ".join(f"{n} {_spread(samples[n], samples[ref])}" for n in muon))
 
 if __name__ == "__main__":
     main()
