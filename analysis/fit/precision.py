@@ -19,7 +19,9 @@ interval a profile likelihood (fit/profile.py), as for the other laws:
    gap (|log m_f|) "grows" when the CI excludes 0 on the side where k_f log m_f < 0 ...
    i.e. k_f has the sign of log m_f; "shrinks" on the other side; else "no detectable trend".
 
-A study needs >= 2 formats, and the multiplier fit >= its free parameters + ``MARGIN`` runs
+Runs that share a (precision, N, D, U) cell (a sweep that also varies lr or seeds) are
+reduced to the cell's lowest loss first, with a note (``best_per_cell``). A study needs
+>= 2 formats, and the multiplier fit >= its free parameters + ``MARGIN`` runs
 (two residual degrees of freedom, the least a profile threshold is calibrated on with one
 to spare), each format >= 2 sizes: fewer and the study is returned with ``why_not`` and no
 numbers.
@@ -40,8 +42,8 @@ from analysis.fit.profile import Profile, profile_fit
 from analysis.laws.precision import PrecisionLaw, k_name, m_name
 from analysis.laws.precision_bits import bits_of, reference_format
 
-__all__ = ["COLUMN", "MARGIN", "Multiplier", "PrecisionStudy", "Trend", "fit_precision",
-           "precision_table"]
+__all__ = ["COLUMN", "MARGIN", "Multiplier", "PrecisionStudy", "Trend", "best_per_cell",
+           "fit_precision", "precision_table"]
 
 COLUMN = "train.precision"
 MARGIN = 2
@@ -121,6 +123,18 @@ def _prepare(data: pl.DataFrame, column: str) -> tuple[pl.DataFrame, str, tuple[
         pl.Series("fmt", [float(idx[v]) for v in values.to_list()], dtype=pl.Float64),
     ).with_columns((pl.col("D") / pl.min_horizontal("U", "D")).alias("epochs"))
     return out, ref, formats
+
+
+def best_per_cell(data: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """One run per (precision, N, D, U) cell, the lowest loss, and a note when other runs
+    were dropped: a sweep that also varies lr or seeds would otherwise mix tuned and untuned
+    runs in one law (the best-cell rule of the recipe laws, cells.best_cells)."""
+    keys = ["precision", "N", "D", "U"]
+    best = data.sort("loss").unique(subset=keys, keep="first", maintain_order=True).sort(keys)
+    if (dropped := data.height - best.height) == 0:
+        return data, None
+    return best, (f"{dropped} run(s) shared a (precision, N, D, U) cell with another (other axes "
+                  f"or seeds); the lowest loss per cell was kept ({best.height} cells)")
 
 
 def _quiet(fn, *args, **kwargs):
@@ -217,7 +231,8 @@ def fit_precision(data: pl.DataFrame, *, column: str = COLUMN, level: float = 0.
     docstring. Unknown precisions and missing columns raise a one-line AnalysisInputError;
     too few runs or formats return a study with ``why_not`` and no numbers."""
     data, ref, formats = _prepare(data, column)
-    study = PrecisionStudy(reference=ref, formats=formats, data=data)
+    data, note = best_per_cell(data)
+    study = PrecisionStudy(reference=ref, formats=formats, data=data, warnings=(note,) if note else ())
     if len(formats) < 2:
         return replace(study, why_not=f"{len(formats)} value(s) of {column}, need >= 2")
     law = PrecisionLaw(formats=formats, mode="multiplier")
@@ -245,7 +260,8 @@ def fit_precision(data: pl.DataFrame, *, column: str = COLUMN, level: float = 0.
     if trends:
         for axis in ("N", "epochs"):
             tr += _trend(fit, data, ref, formats, axis, level)
-    msgs = tuple(fit.warnings) + (() if gfit is None else tuple(f"gamma form: {w}" for w in gfit.warnings))
+    gmsgs = () if gfit is None else tuple(f"gamma form: {w}" for w in gfit.warnings)
+    msgs = study.warnings + tuple(fit.warnings) + gmsgs
     return replace(study, fit=fit, gamma_fit=gfit, gamma=gprof, gamma_why_not=gwhy,
                    multipliers=tuple(mults), trends=tuple(tr), warnings=msgs)
 

@@ -238,3 +238,18 @@ def test_unknown_precision_in_the_report_is_a_status_line(tmp_path):
     assert status == [f"precision law: not fitted: train.precision: unknown precision 'int8'; the "
                       f"precision law knows {sorted(BITS)}"]
     assert md[2] == f"Not fitted: {status[0].removeprefix('precision law: not fitted: ')}"
+
+
+def test_other_axes_keep_the_best_run_per_cell():
+    """A sweep that also varies lr: each (precision, N, D, U) cell keeps its lowest loss,
+    and the study says how many runs were dropped."""
+    from analysis.fit.precision import _prepare, best_per_cell
+
+    good = _data(0).with_columns(pl.lit(1e-3).alias("optim.lr"))
+    worse = good.with_columns(pl.col("loss") + 0.5, pl.lit(8e-3).alias("optim.lr"))
+    prepared, _, _ = _prepare(pl.concat([worse, good]), "train.precision")
+    best, note = best_per_cell(prepared)
+    assert best.height == 64 and note.startswith("64 run(s) shared a (precision, N, D, U) cell")
+    ref, _, _ = _prepare(good, "train.precision")
+    assert np.allclose(np.sort(best["loss"].to_numpy()), np.sort(ref["loss"].to_numpy()))
+    assert best_per_cell(ref) == (ref, None)
