@@ -13,7 +13,10 @@ on the recipe's curve points (one per (N, epochs), D = epochs U).
   and, through it, R_D*: on curves drawn with R_D* = 15 it gave 26.9 with a 95% interval of
   25.7-28.6. So the law is fitted in one stage (``fit.fit.fit_law``, every base parameter free
   with R_D*), R_N* held at its upper bound (N' = N: one U does not probe excess parameters), and
-  R_N* is said to be not identified.
+  R_N* is said to be not identified. Least squares (MSE in log loss), not the Huber loss of
+  the other fits: the profile interval is then the likelihood interval of Gaussian noise. On
+  5 seeded studies of curves with R_D* = 15 (noise 0.01) the Huber fit's interval held 15 in
+  3, the least-squares one in 5.
 
 R_D* is written as a number only when ``fit.saturation_identified.not_identified`` leaves it
 identified, with its 95% profile interval (``FitResult.profile``); else "not identified" and
@@ -52,6 +55,8 @@ __all__ = ["MIN_SIZES", "EpochStudy", "RecipeLaw", "bound_caveat", "epoch_study"
 MIN_SIZES = 3
 """Sizes a recipe's law needs: with two, E and A/N^alpha are not separable."""
 _R_N_HELD = "R_N"
+PROFILE_POINTS = 10
+"""Grid points per side of R_D*'s profile (the crossing is then found by Brent's method)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def recipe_law(recipe: str, points: pl.DataFrame, *, seed: int = 0) -> RecipeLaw
             else:
                 law = DataConstrained()
                 fit = fit_law(law, data, fixed={_R_N_HELD: float(np.exp(law.bounds[_R_N_HELD][1]))}, seed=seed,
-                              warn=False)
+                              loss="mse", warn=False)
                 method = "one stage, R_N* held (one budget U)"
                 ni = not_identified(fit)
     except AnalysisInputError as err:
@@ -116,7 +121,7 @@ def recipe_law(recipe: str, points: pl.DataFrame, *, seed: int = 0) -> RecipeLaw
     r_n = f"not identified ({ni['R_N']})" if "R_N" in ni else (held if budgets < 2 else f"{fit.params['R_N']:.3g}")
     if "R_D" in ni:
         return RecipeLaw(recipe, data.height, fit, None, f"not identified ({ni['R_D']})", r_n, method)
-    prof = fit.profile("R_D")
+    prof = fit.profile("R_D", n=PROFILE_POINTS)
     if prof.flat or not prof.found:
         why = f"not identified (its 95% profile interval is not bounded by the data: {prof.describe('.3g')})"
         return RecipeLaw(recipe, data.height, fit, None, why, r_n, method)
