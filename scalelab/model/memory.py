@@ -121,8 +121,8 @@ class Setup:
     (``scalelab.quant.linear``) save the fp32 layer inputs for backward, as fp32 does (fp8:
     their fp32 dequantized copies instead, plus one of each block matrix, not counted), and
     transient quantized copies of one layer's operands (not counted). A real low-precision
-    kernel would save its quantized operands (1 byte an element for FP8, ~0.53 for NVFP4):
-    that smaller footprint is not what this model predicts."""
+    kernel would save its quantized operands (1 byte an element for FP8, 0.5625 for NVFP4: 4
+    bits and an 8-bit scale per 16): that smaller footprint is not what this model predicts."""
     optimizer: str = "adamw"
     """``optim.name``: 'adamw', 'sr-adamw', 'muon' or 'scion' (others: ``OTHER_STATE_BYTES``)."""
     parallelism: Literal["ddp", "fsdp"] = "ddp"
