@@ -203,3 +203,37 @@ def signal_at_step(step: int, sig: int = signal.SIGTERM):
         return real(model, x, y)
 
     return signalling
+
+
+def kill_9_and_resume(cfg: RunConfig, tmp_path: Path, at_least: int = 8) -> tuple[Path, Path]:
+    """Train ``cfg`` uninterrupted in-process (``tmp_path/reference``), then in a subprocess
+    killed with SIGKILL once a checkpoint at step >= ``at_least`` exists and relaunched to
+    the end (``tmp_path/killed``). Asserts that it died mid-run and that the relaunch resumed
+    from its newest checkpoint. Returns (reference, killed) run directories to compare."""
+    from _waits import wait_until
+
+    from scalelab.store.status import State, read_status
+    from scalelab.train import train
+    from scalelab.train.checkpoint import directory as ckpt
+
+    ref, run_dir = tmp_path / "reference", tmp_path / "killed"
+    assert train(cfg, ref) == State.COMPLETED
+    cfg_yaml = write_cfg_yaml(tmp_path / "cfg.yaml", cfg)
+    proc = popen_train(cfg_yaml, run_dir)
+
+    def reached():
+        step = ckpt.latest_step(run_dir)
+        return step if step is not None and step >= at_least else None
+
+    wait_until(reached, f"a checkpoint at step >= {at_least}", alive=lambda: proc.poll() is None,
+               every=0.005)
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait()
+    assert read_status(run_dir)["state"] == "RUNNING"  # it really died mid-run
+    killed_at = ckpt.latest_step(run_dir)
+    assert at_least <= killed_at < ckpt.load_checkpoint(ref)["step"]
+    again = popen_train(cfg_yaml, run_dir)
+    out, _ = again.communicate(timeout=CEILING_S)
+    assert again.returncode == 0, out
+    assert f"resumed from checkpoint at step {killed_at}" in out
+    return ref, run_dir

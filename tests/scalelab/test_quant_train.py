@@ -17,18 +17,16 @@ from _train_util import (
     assert_tensors_equal,
     cli_env,
     final_state,
+    kill_9_and_resume,
     make_token_dir,
-    popen_train,
     tiny_cfg,
     tiny_overrides,
-    write_cfg_yaml,
 )
-from _waits import CEILING_S, wait_until
+from _waits import CEILING_S
 
 from scalelab.identity import run_id
-from scalelab.store.status import State, read_status
+from scalelab.store.status import State
 from scalelab.train import train
-from scalelab.train.checkpoint import directory as ckpt
 
 STEPS = 40
 EXTRA = ("train.eval_every=10", "train.norms_every=10", "train.checkpoint_every=4")
@@ -75,26 +73,7 @@ def test_cli_train_mxfp4(data, tmp_path, fp32_loss):
 
 def test_kill_9_resume_is_bit_identical_nvfp4(data, tmp_path):
     cfg = tiny_cfg(data, STEPS, *EXTRA, "train.precision=nvfp4", "train.micro_batch_size=2")
-    ref = tmp_path / "reference"
-    assert train(cfg, ref) == State.COMPLETED
-    cfg_yaml = write_cfg_yaml(tmp_path / "cfg.yaml", cfg)
-    run_dir = tmp_path / "killed"
-    proc = popen_train(cfg_yaml, run_dir)
-
-    def reached():
-        step = ckpt.latest_step(run_dir)
-        return step if step is not None and step >= 8 else None
-
-    wait_until(reached, "a checkpoint at step >= 8", alive=lambda: proc.poll() is None, every=0.005)
-    proc.kill()  # SIGKILL: no handler runs
-    proc.wait()
-    assert read_status(run_dir)["state"] == "RUNNING"
-    killed_at = ckpt.latest_step(run_dir)
-    assert killed_at < STEPS
-    again = popen_train(cfg_yaml, run_dir)
-    out, _ = again.communicate(timeout=CEILING_S)
-    assert again.returncode == 0, out
-    assert f"resumed from checkpoint at step {killed_at}" in out
+    ref, run_dir = kill_9_and_resume(cfg, tmp_path)
     got, want = final_state(run_dir), final_state(ref)
     assert_tensors_equal(got["model"], want["model"], "model")
     assert_tensors_equal(got["optimizer"]["state"], want["optimizer"]["state"], "optimizer")
