@@ -78,9 +78,9 @@ def epochs_of(frame: pl.DataFrame) -> pl.Expr:
     """The epochs of each run: the ``epochs`` column, else D_total / D_unique (6 digits, so
     that 64.0000001 and 64 are one value)."""
     if "epochs" in frame.columns:
-        e = pl.col("epochs").cast(pl.Float64)
+        e = pl.col("epochs").cast(pl.Float64, strict=False)
     elif {"D_total", "D_unique"} <= set(frame.columns):
-        e = pl.col("D_total").cast(pl.Float64) / pl.col("D_unique").cast(pl.Float64)
+        e = pl.col("D_total").cast(pl.Float64, strict=False) / pl.col("D_unique").cast(pl.Float64, strict=False)
     else:
         raise AnalysisInputError("runs need an `epochs` column or D_total and D_unique")
     return e.map_batches(lambda s: pl.Series(_round6(s.to_numpy())), return_dtype=pl.Float64)
@@ -112,7 +112,12 @@ def roughness(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, int]:
 
 
 def _recipe_frames(data: pl.DataFrame, recipes=None) -> tuple[dict[str, pl.DataFrame], str]:
-    rows = find_recipes(data, recipes)
+    try:
+        rows = find_recipes(data, recipes)
+    except AnalysisInputError:
+        if recipes:
+            raise  # a bad filter is bad input
+        return {}, "no recipes"  # a table without recipes is no study of recipes
     frames = {name: data.filter(pred) for name, pred in rows.predicates.items()}
     return {k: v for k, v in frames.items() if v.height}, rows.source
 
@@ -157,6 +162,11 @@ def epoch_curves(data: pl.DataFrame, recipes=None) -> EpochCurves | str | None:
         return (f"recipes across epochs: not written: at U = {U:.4g} fewer than 2 recipes span >= "
                 f"{MIN_EPOCHS} epoch values ({said}); a crossover between sampled epochs needs {MIN_EPOCHS}")
     names = tuple(r for r in frames if r in spans and r not in short)
+    if SE in data.columns:
+        se = data[SE].cast(pl.Float64, strict=False).drop_nulls()
+        if bad := int((~se.is_finite() | (se < 0)).sum()):
+            raise AnalysisInputError(f"column {SE}: {bad} value(s) not finite or negative (a Monte Carlo SE is "
+                                     ">= 0; null for an exact loss)")
     cols = cell_columns(data)
     parts = []
     for r in names:
@@ -164,8 +174,9 @@ def epoch_curves(data: pl.DataFrame, recipes=None) -> EpochCurves | str | None:
         for (e,), sub in at_u.group_by("_epochs"):
             _, cells = best_cells(sub, cols)
             picked_runs = sub.join(cells.select(cols), on=cols, how="semi", nulls_equal=True)
-            se = (pl.col(SE).cast(pl.Float64).fill_null(0.0) if SE in sub.columns else pl.lit(0.0))
-            bound = (pl.col(BOUND).cast(pl.Boolean).fill_null(False) if BOUND in sub.columns else pl.lit(False))
+            se = (pl.col(SE).cast(pl.Float64, strict=False).fill_null(0.0) if SE in sub.columns else pl.lit(0.0))
+            bound = (pl.col(BOUND).cast(pl.Boolean, strict=False).fill_null(False) if BOUND in sub.columns
+                     else pl.lit(False))
             parts.append(picked_runs.group_by("N").agg(
                 pl.col("loss").mean(), pl.len().alias("seeds"), (se ** 2).mean().alias("_se2"),
                 bound.any().alias("bound")).with_columns(pl.lit(r).alias("recipe"), pl.lit(float(e)).alias("epochs")))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analysis.errors import AnalysisInputError
 from analysis.plots.epoch_recipes import plot_recipe_epochs
 from analysis.plots.plots import save_figure
 from analysis.recipes.epoch_study import epoch_study
@@ -29,7 +30,10 @@ def _num(v: float) -> str:
 def epochs_section(data: pl.DataFrame, out_dir: str | Path, *, seed: int = 0) -> tuple[list[str], list[str]]:
     """(the section's markdown lines, its status lines) for the report's fit table ``data``;
     both empty when the table is no epoch study of recipes."""
-    study = epoch_study(data, seed=seed)
+    try:
+        study = epoch_study(data, seed=seed)
+    except AnalysisInputError as err:  # this section's input, not the whole report's
+        return [], [f"recipes across epochs: not written: {err}"]
     if study is None:
         return [], []
     if isinstance(study, str):

@@ -171,6 +171,7 @@ def test_a_recipe_with_two_epoch_values_is_refused_in_one_line():
     assert got == ("recipes across epochs: not written: at U = 1e+08 fewer than 2 recipes span >= 3 epoch "
                    "values (ar: 2); a crossover between sampled epochs needs 3")
     assert epoch_study(_data(runs.filter(pl.col("epochs") == 4.0))) is None  # no epoch study at all
+    assert epoch_study(_data(study(6).drop("block"))) is None  # no recipes: no study of recipes
 
 
 # -- the report, end to end ---------------------------------------------------------------
@@ -210,3 +211,16 @@ def test_report_of_a_recipe_with_two_epoch_values_says_why_in_one_line(tmp_path,
     assert ("- recipes across epochs: not written: at U = 1e+08 fewer than 2 recipes span >= 3 epoch "
             "values (mdm: 2)") in md
     assert "(mdm: 2); a crossover between sampled epochs needs 3" in out
+
+
+def test_a_bad_monte_carlo_se_is_one_line_and_the_rest_of_the_report_stands(tmp_path, capsys):
+    sweep = tmp_path / "badse"
+    sweep.mkdir()
+    nan_at_4 = pl.when(pl.col("epochs") == 4.0).then(float("nan")).otherwise(pl.col("final_loss_se"))
+    study(9, sizes=SIZES[:3]).with_columns(nan_at_4.alias("final_loss_se")).write_parquet(sweep / "runs.parquet")
+    assert run(["report", str(sweep), "--bootstrap", "0"]) == 0
+    md = (sweep / "report" / "report.md").read_text()
+    assert ("- recipes across epochs: not written: column final_loss_se: 12 value(s) not finite or negative "
+            "(a Monte Carlo SE is >= 0; null for an exact loss)") in md
+    assert "## Recipes across epochs" not in md and "## Sections" in md
+    capsys.readouterr()
