@@ -71,6 +71,7 @@ CASES = {  # name: (overrides, step-1 tolerance (None: STEP1_ULPS), step-2, all-
     "scion": (("optim.name=scion", "optim.lr=0.01"), None, 1e-4, 5e-2),
     "sr-adamw": (("optim.name=sr-adamw", "train.precision=bf16-pure"), None, 1e-3, 2e-3),
     "adamw-bf16": (("optim.name=adamw", "train.precision=bf16-autocast"), 1e-4, 5e-3, 1e-2),
+    "mdm": (("optim.name=adamw", "model.objective=mdm"), None, 1e-5, 1e-5),  # masked diffusion
 }
 RESUMED = "muon"  # the resume scenario's optimizer: Muon's fsdp mode and its AdamW groups
 CHECKPOINTING = ("block", "selective")

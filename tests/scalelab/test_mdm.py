@@ -239,3 +239,65 @@ def test_an_mdm_ensemble_scores_the_runs_own_elbo_draws(data, tmp_path):
     assert alone == pytest.approx(own, rel=1e-5)
     ens = rows.filter((pl.col("method") == "probs") & (pl.col("members") == 2))["loss"].item()
     assert ens < sum(alone) / 2
+
+
+def test_kill_9_resume_of_an_mdm_run_is_bit_identical(data, tmp_path):
+    """SIGKILL after a checkpoint, relaunch: the final weights, optimizer state, every
+    metric and every eval (ELBO and its SE) equal an uninterrupted run's bit for bit (the
+    masks of step i depend on (seed, i) only)."""
+    from _train_util import assert_tensors_equal, final_state, popen_train, write_cfg_yaml
+    from _waits import CEILING_S, wait_until
+
+    from scalelab.train.checkpoint import directory as ckpt
+
+    steps = 40
+    cfg = tiny_cfg(data, steps, "model.objective=mdm", "train.checkpoint_every=4",
+                   "train.eval_every=10", "train.norms_every=10", "train.schedule=wsd")
+    ref = tmp_path / "reference"
+    assert train(cfg, ref) == State.COMPLETED
+    cfg_yaml = write_cfg_yaml(tmp_path / "cfg.yaml", cfg)
+    run_dir = tmp_path / "killed"
+    proc = popen_train(cfg_yaml, run_dir)
+
+    def reached():
+        step = ckpt.latest_step(run_dir)
+        return step if step is not None and step >= 8 else None
+
+    wait_until(reached, "a checkpoint at step >= 8", alive=lambda: proc.poll() is None, every=0.005)
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait()
+    killed_at = ckpt.latest_step(run_dir)
+    assert 8 <= killed_at < steps
+    again = popen_train(cfg_yaml, run_dir)
+    out, _ = again.communicate(timeout=CEILING_S)
+    assert again.returncode == 0, out
+    assert f"resumed from checkpoint at step {killed_at}" in out
+    got, want = final_state(run_dir), final_state(ref)
+    assert_tensors_equal(got["model"], want["model"], "model")
+    assert_tensors_equal(got["optimizer"]["state"], want["optimizer"]["state"], "optimizer")
+    for table in ("metrics", "evals"):
+        a = pl.read_parquet(run_dir / f"{table}.parquet").drop("step_time_s", strict=False)
+        b = pl.read_parquet(ref / f"{table}.parquet").drop("step_time_s", strict=False)
+        assert a.equals(b), table
+
+
+def test_weighted_chunked_loss_equals_the_plain_weighted_loss():
+    """The chunked head (no [n, V] logits) with per-token weights: the same loss and
+    gradients as the weighted cross-entropy of full fp64 logits (1e-12), and the plain
+    path (fp32 logits) to fp32 precision."""
+    from scalelab.model.chunked_loss import chunked_cross_entropy, cross_entropy
+
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(37, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.randn(11, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    t = torch.randint(0, 11, (37,), generator=gen)
+    weights = torch.rand(37, dtype=torch.float64, generator=gen) * (torch.rand(37, generator=gen) < 0.5)
+    a = chunked_cross_entropy(h, w, t, chunk_tokens=5, weights=weights)
+    ga = torch.autograd.grad(a, (h, w))
+    b = (torch.nn.functional.cross_entropy(h @ w.T, t, reduction="none") * weights).mean()
+    gb = torch.autograd.grad(b, (h, w))
+    assert float(a) == pytest.approx(float(b), rel=1e-12)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, rtol=1e-12, atol=1e-14)
+    assert float(cross_entropy(h @ w.T, t, weights)) == pytest.approx(float(b), rel=1e-6)
+    assert float(cross_entropy(h @ w.T, t)) != pytest.approx(float(b), rel=1e-3)  # weights used
