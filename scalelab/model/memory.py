@@ -28,6 +28,7 @@ per consumer (wq, wk, wv; w_gate, w_up), else k_q = k_m = 1):
                                               log-sum-exp fp32 [b, H, T] (flash/CPU kernels)
                + 4·a·n·f                      SwiGLU: gate, silu(gate), up, their product
     outside    = 8·n + 8·n·d + 4·n            token ids (int64), the final RMSNorm
+                 (+ 12·n for 'mdm': its clean targets and per-token ELBO weights)
     fp32 (a = r = 4): 40·n·d + 16·n·f; bf16-autocast (a = 2, r = 4): 34·n·d + 8·n·f;
     bf16 residual (bf16-pure, or FSDP all-gathering in bf16; a = r = 2): 28·n·d + 8·n·f.
 
@@ -137,6 +138,12 @@ class Setup:
     """'chunked' (the default loss), 'plain' fp32 logits, 'kd' plain plus logit-KD terms."""
     chunk_tokens: int = CHUNK_TOKENS
     """Tokens per chunk of the chunked loss."""
+    objective: Literal["ar", "mdm"] = "ar"
+    """``model.objective``. 'mdm' (masked diffusion) saves what 'ar' saves: its bidirectional
+    attention keeps the same SDPA tensors (q, k, v, out, lse; neither objective has a KV
+    cache in training), and its loss is the chunked one with per-token weights. It adds the
+    clean targets beside the masked ids (int64 [n]) and the weights (fp32 [n]): 12·n bytes.
+    Its [MASK] embedding row (d parameters) is not counted."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +229,8 @@ def saved_activation_bytes(shape: ModelShape, batch: int, seq_len: int, setup: S
     else:
         raise ValueError(f"unknown activation_checkpointing {mode!r}")
     outside = 8 * n + 8 * n * d + 4 * n  # token ids int64; final RMSNorm
+    if setup.objective == "mdm":
+        outside += 12 * n  # clean targets int64 and ELBO weights fp32 [n]
     return shape.n_layers * per_block + outside
 
 

@@ -45,6 +45,7 @@ def memory_setup(cfg: RunConfig, world_size: int) -> Setup:
         precision=tc.precision, optimizer=cfg.optim.name, parallelism=tc.parallelism,
         fsdp_param_dtype=tc.fsdp_param_dtype, activation_checkpointing=tc.activation_checkpointing,
         world_size=world_size, loss="kd" if cfg.distill.kd_weight > 0 else "chunked",
+        objective=cfg.model.objective,
     )
 
 

@@ -271,3 +271,28 @@ def test_trainer_takes_auto_on_cpu(tmp_path, capsys):
     cfg = tiny_cfg(data, 2, "train.micro_batch_size=auto", "train.norms_every=0")
     assert train(cfg, tmp_path / "run") == State.COMPLETED
     assert "micro-batch 4 of 4 (auto): predicted peak" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name,batch,seq", CASES)
+def test_mdm_activations_equal_the_live_bytes(name, batch, seq):
+    """The masked-diffusion forward (bidirectional attention, weighted chunked loss), its
+    masked ids and weights made before the forward as the trainer makes them: the 'mdm'
+    setup's prediction within REL of the live bytes plus those inputs."""
+    from scalelab.model.masking import train_draw
+
+    shape = SHAPES[name]
+    torch.manual_seed(0)
+    model = Llama(shape, VOCAB, objective="mdm")
+    model.init_weights(seed=0)
+    x, _ = _tokens(batch, seq)
+    setup = mem.Setup(objective="mdm")
+    predicted = (mem.saved_activation_bytes(shape, batch, seq, setup)
+                 + mem.loss_saved_bytes(shape, VOCAB, batch, seq, setup))
+
+    def forward():
+        z, w = train_draw(x, seed=0, step=0, rows=slice(0, batch), global_rows=batch, mask_id=VOCAB)
+        return model(z, targets=x, weights=w)
+
+    measured, loss = live_bytes(forward)
+    assert loss.ndim == 0
+    assert abs(predicted - measured) <= REL * measured, (predicted, measured)
