@@ -84,8 +84,11 @@ def model_digest(state: dict[str, torch.Tensor]) -> str:
 
 def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *,
                  require_completed: bool = True) -> TrainedRun:
-    """The final model of a run, in eval mode, in fp32, on ``device``."""
+    """The final model of a run, in eval mode, in fp32, on ``device``; a run trained with
+    quantized GEMMs (``train.precision`` fp8, mxfp8, mxfp4, nvfp4) keeps them (its forward
+    rounds to nearest: no random bits)."""
     from scalelab.model import build_model
+    from scalelab.quant import QUANT_PRECISIONS, quantize_linears
     from scalelab.train.checkpoint.directory import load_final
 
     run_dir = Path(run_dir)
@@ -104,5 +107,7 @@ def load_trained(run_dir: str | Path, device: str | torch.device = "cpu", *,
     vocab = int(weights["tok_emb.weight"].shape[0]) - int(cfg.model.objective == "mdm")  # [MASK] row
     model = build_model(cfg.model, vocab_size=vocab)
     model.load_state_dict({k: v.float() for k, v in weights.items()})
+    if cfg.train.precision in QUANT_PRECISIONS:  # score it with the GEMMs it trained with
+        quantize_linears(model, cfg.train.precision)
     model.to(pick_device(str(device)) if isinstance(device, str) else device).eval()
     return TrainedRun(run_dir, cfg, model, step, model_digest(weights))

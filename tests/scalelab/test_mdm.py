@@ -245,33 +245,11 @@ def test_kill_9_resume_of_an_mdm_run_is_bit_identical(data, tmp_path):
     """SIGKILL after a checkpoint, relaunch: the final weights, optimizer state, every
     metric and every eval (ELBO and its SE) equal an uninterrupted run's bit for bit (the
     masks of step i depend on (seed, i) only)."""
-    from _train_util import assert_tensors_equal, final_state, popen_train, write_cfg_yaml
-    from _waits import CEILING_S, wait_until
+    from _train_util import assert_tensors_equal, final_state, kill_9_and_resume
 
-    from scalelab.train.checkpoint import directory as ckpt
-
-    steps = 40
-    cfg = tiny_cfg(data, steps, "model.objective=mdm", "train.checkpoint_every=4",
+    cfg = tiny_cfg(data, 40, "model.objective=mdm", "train.checkpoint_every=4",
                    "train.eval_every=10", "train.norms_every=10", "train.schedule=wsd")
-    ref = tmp_path / "reference"
-    assert train(cfg, ref) == State.COMPLETED
-    cfg_yaml = write_cfg_yaml(tmp_path / "cfg.yaml", cfg)
-    run_dir = tmp_path / "killed"
-    proc = popen_train(cfg_yaml, run_dir)
-
-    def reached():
-        step = ckpt.latest_step(run_dir)
-        return step if step is not None and step >= 8 else None
-
-    wait_until(reached, "a checkpoint at step >= 8", alive=lambda: proc.poll() is None, every=0.005)
-    proc.kill()  # SIGKILL: no handler runs
-    proc.wait()
-    killed_at = ckpt.latest_step(run_dir)
-    assert 8 <= killed_at < steps
-    again = popen_train(cfg_yaml, run_dir)
-    out, _ = again.communicate(timeout=CEILING_S)
-    assert again.returncode == 0, out
-    assert f"resumed from checkpoint at step {killed_at}" in out
+    ref, run_dir = kill_9_and_resume(cfg, tmp_path)
     got, want = final_state(run_dir), final_state(ref)
     assert_tensors_equal(got["model"], want["model"], "model")
     assert_tensors_equal(got["optimizer"]["state"], want["optimizer"]["state"], "optimizer")

@@ -80,3 +80,21 @@ def test_kill_9_resume_is_bit_identical_nvfp4(data, tmp_path):
     cols = ["step", "train_loss", "grad_norm"]
     m, r = (pl.read_parquet(d / "metrics.parquet").select(cols) for d in (run_dir, ref))
     assert m.equals(r)
+
+
+def test_ensemble_scores_a_quantized_member_with_its_own_gemms(data, tmp_path):
+    """``scalelab ensemble`` loads an nvfp4 member with its QuantLinear layers: the member
+    alone re-scored equals its run's own final eval (1e-5, the summation order)."""
+    from scalelab.ensemble.evaluate import EnsembleGroup, evaluate_group
+    from scalelab.ensemble.load import load_trained
+
+    dirs = []
+    for member in (0, 1):
+        cfg = tiny_cfg(data, 12, "train.eval_every=0", "train.precision=nvfp4", f"member={member}")
+        dirs.append(tmp_path / f"m{member}")
+        assert train(cfg, dirs[-1]) == State.COMPLETED
+    rows = evaluate_group(EnsembleGroup("g", "g", tuple(dirs), (0, 1)), device="cpu")
+    alone = rows.filter(pl.col("method") == "member").sort("member")["loss"].to_list()
+    own = [pl.read_parquet(d / "evals.parquet").sort("step")["loss"][-1] for d in dirs]
+    assert alone == pytest.approx(own, rel=1e-5)
+    assert type(load_trained(dirs[0]).model.layers[0].attn.wq).__name__ == "QuantLinear"
