@@ -59,7 +59,10 @@ def precision_lines(study: PrecisionStudy) -> list[str]:
     if study.trends:
         md += ["Does the gap change? Each format's m_f (x / x0)^k, x = N or epochs (x0 their "
                "geometric mean); the gap |log m| grows when k has the sign of log m and its 95% "
-               "profile CI excludes 0:", ""]
+               "profile CI excludes 0. Each line is its own 95% test: over 3 formats x 2 axes a "
+               "spurious verdict in about 3 of 10 studies is expected (measured on synthetic "
+               "twins with no trend, each moving m by <= 4% across the range), so read the "
+               "size of the change each verdict gives:", ""]
         for axis in ("N", "epochs"):
             md += [f"- vs {axis}: " + "; ".join(t.describe() for t in study.trends if t.axis == axis)]
         md.append("")
