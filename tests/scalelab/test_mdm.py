@@ -212,9 +212,20 @@ def data(tmp_path_factory):
 
 
 def test_mdm_trains_its_validation_elbo_falls_with_an_se(data, tmp_path):
-    cfg = tiny_cfg(data, 40, "model.objective=mdm", "train.eval_every=20", "optim.lr=1e-2")
-    assert train(cfg, tmp_path / "run") == State.COMPLETED
-    evals = pl.read_parquet(tmp_path / "run" / "evals.parquet").sort("step")
+    """``scalelab train sweeps/examples/train_cpu.yaml model.objective=mdm`` (tiny overrides)."""
+    import subprocess
+    import sys
+
+    from _train_util import REPO, cli_env, tiny_overrides
+    from _waits import CEILING_S
+
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "scalelab", "train", str(REPO / "sweeps/examples/train_cpu.yaml"),
+            *tiny_overrides(data, 40), "model.objective=mdm", "train.eval_every=20", "optim.lr=1e-2",
+            "--run-dir", str(run)]
+    done = subprocess.run(args, env=cli_env(), capture_output=True, text=True, timeout=CEILING_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    evals = pl.read_parquet(run / "evals.parquet").sort("step")
     assert evals["step"].to_list() == [0, 20, 40]
     losses, ses = evals["loss"].to_list(), evals["loss_se"].to_list()
     assert losses[0] > math.log(256) - 0.5  # near the uniform predictor's ln V at init
