@@ -318,7 +318,7 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     asymptotes = compare_asymptotes({k: v for k, v in fits.items() if v is not None})
     flags = {k: unidentified(v) for k, v in fits.items()}
     asymptotes = asymptotes.with_columns(
-        pl.col("recipe").replace_strict(flags, default=None, return_dtype=pl.String).alias("not identified"))
+        pl.col("recipe").cast(pl.String).replace_strict(flags, default=None, return_dtype=pl.String).alias("not identified"))
     for name, why in flags.items():
         if why and why != "not fitted":
             notes.append(f"{name} vs N: {why}")

@@ -224,3 +224,15 @@ def test_a_bad_monte_carlo_se_is_one_line_and_the_rest_of_the_report_stands(tmp_
             "(a Monte Carlo SE is >= 0; null for an exact loss)") in md
     assert "## Recipes across epochs" not in md and "## Sections" in md
     capsys.readouterr()
+
+
+def test_report_of_recipes_that_no_law_fits_still_writes(tmp_path, capsys):
+    """One size per recipe: no asymptote is fitted (an empty asymptotes frame), which used to
+    end in a polars traceback; now the report is written and says why in its status lines."""
+    sweep = tmp_path / "one-size"
+    sweep.mkdir()
+    study(9, sizes=(1e6,)).write_parquet(sweep / "runs.parquet")
+    assert run(["report", str(sweep), "--bootstrap", "0"]) == 0
+    md = (sweep / "report" / "report.md").read_text()
+    assert "power law in N, ar: not identified: 1 sizes, need >= 4" in md
+    capsys.readouterr()
