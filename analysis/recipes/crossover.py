@@ -21,7 +21,7 @@ epochs both sampled (e_1 < ... < e_k):
 only ("by epoch X", "after epoch X"); no crossover, when at least (1 + level)/2 of the draws
 agree that b is lower at every shared epoch; "not resolved" when the interval spans the whole
 range. The linear interpolation between sampled epochs adds a bias of the curve's bend
-between them; docs/diffusion_analysis.md gives the coverage measured on curves of known
+between them; docs/diffusion.md gives the coverage measured on curves of known
 crossover. Pure numpy.
 """
 
