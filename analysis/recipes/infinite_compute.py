@@ -137,6 +137,9 @@ class RecipeAnalysis:
     budgets: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=BUDGET_SCHEMA))
     """Each non-reference recipe's asymptote and multiplier at every budget U where it has
     runs of enough sizes, when it has runs at >= 2 budgets (``budgets.budget_asymptotes``)."""
+    bounds: tuple[str, ...] = ()
+    """The recipes whose loss is an upper bound on the NLL, not the NLL (a run with
+    ``loss_is_bound``: the masked-diffusion ELBO; docs/diffusion.md)."""
 
 
 def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> PowerLawFit | None:
@@ -155,6 +158,12 @@ def _fit(x, y, notes: list[str], what: str, law=fit_asymptote) -> PowerLawFit | 
 
 def _best(frame: pl.DataFrame, by: str) -> pl.DataFrame:
     return frame.sort("loss").group_by(by, maintain_order=True).first().sort(by)
+
+
+def _bound_recipes(tagged: dict[str, pl.DataFrame]) -> tuple[str, ...]:
+    """The recipes with a run whose loss is an upper bound (``loss_is_bound``)."""
+    return tuple(name for name, f in tagged.items()
+                 if "loss_is_bound" in f.columns and f["loss_is_bound"].fill_null(False).any())
 
 
 def _tagged(done: pl.DataFrame, rows: RecipeRows) -> dict[str, pl.DataFrame]:
@@ -318,7 +327,8 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
     asymptotes = compare_asymptotes({k: v for k, v in fits.items() if v is not None})
     flags = {k: unidentified(v) for k, v in fits.items()}
     asymptotes = asymptotes.with_columns(
-        pl.col("recipe").cast(pl.String).replace_strict(flags, default=None, return_dtype=pl.String).alias("not identified"))
+        pl.col("recipe").cast(pl.String)  # an empty frame's column is Null-typed
+        .replace_strict(flags, default=None, return_dtype=pl.String).alias("not identified"))
     for name, why in flags.items():
         if why and why != "not fitted":
             notes.append(f"{name} vs N: {why}")
@@ -353,7 +363,7 @@ def analyze(runs: pl.DataFrame, ensembles: pl.DataFrame | None = None, *, ref_wd
                           recipe_source=rows.source, has_ensembles=ensembles is not None,
                           cell_rows=cell_rows_of, judged=judged,
                           replicates=find_replicates(runs, ensembles, loss=loss),
-                          budgets=budgets)
+                          budgets=budgets, bounds=_bound_recipes(tagged))
 
 
 def ensemble_beats_members(res: RecipeAnalysis) -> list[str]:

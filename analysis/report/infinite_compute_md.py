@@ -26,6 +26,7 @@ from analysis.fit.power_law import PowerLawFit
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.budgets import budget_lines
 from analysis.recipes.distill_share import share_lines
+from analysis.recipes.epoch_study import bound_caveat
 from analysis.recipes.infinite_compute import (
     MIN_POINTS,
     RecipeAnalysis,
@@ -153,7 +154,8 @@ def _markdown(res: RecipeAnalysis, title: str) -> list[str]:
     md += [f"- {line}" for line in _recipe_lines(res)] + [""]
     md += ["## Which recipe is better at infinite compute", "",
            f"Each recipe's level: {RULE} (analysis.recipes.verdicts).", ""]
-    md += [f"- {line}" for line in verdict_lines(res)] + [""]
+    md += [f"- {line}" for line in verdict_lines(res)]
+    md += [f"- caveat: {bound_caveat(name)}" for name in res.bounds] + [""]
     md += ["## Extrapolation check", "",
            "Each law refitted without its largest size (and its largest two, with >= 6 sizes); "
            "the held-out losses against the refit's 95% prediction interval "

@@ -197,6 +197,8 @@ def test_scalelab_report_writes_the_section_the_figure_and_the_one_verdict(tmp_p
     verdict = next(ln for ln in section.splitlines() if ln.startswith("- ar vs mdm:"))
     assert verdict in ic.splitlines()  # the verdict of infinite_compute.md, word for word
     assert f"- caveat: {bound_caveat('mdm')}" in section
+    assert f"- caveat: {bound_caveat('mdm')}" in ic.splitlines()  # beside that verdict too
+    assert f"- caveat: {bound_caveat('ar')}" not in ic
     assert (sweep / "report" / "recipes_epochs.png").stat().st_size > 20_000
 
 
