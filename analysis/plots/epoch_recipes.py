@@ -20,7 +20,7 @@ _OPEN = "where the crossover may lie (one end open)"
 def plot_recipe_epochs(study: EpochStudy):
     """The figure of ``study`` (module docstring)."""
     pts = study.curves.points
-    sizes = sorted(set(pts["N"].to_list()))
+    sizes = study.curves.sizes
     cols = 2 if len(sizes) == 4 else min(_COLS, len(sizes))
     rows = math.ceil(len(sizes) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.6 * rows), squeeze=False)

@@ -58,7 +58,8 @@ class EpochCurves:
 
     U: float
     points: pl.DataFrame
-    """recipe, N, epochs, loss, seeds, se (Monte Carlo SE of the mean), sigma (its SD), bound."""
+    """recipe, N, size (``same_sizes``: the N recipes are compared at), epochs, loss, seeds, se
+    (Monte Carlo SE of the mean), sigma (its SD), bound."""
     recipes: tuple[str, ...]
     tau: float
     """Run-to-run SD of one run's loss added to every point (beside its Monte Carlo SE)."""
@@ -69,9 +70,32 @@ class EpochCurves:
     source: str
     """Where the recipes came from (``find_recipes``)."""
 
+    @property
+    def sizes(self) -> list[float]:
+        """The sizes the recipes are compared at (``same_sizes``), ascending."""
+        return sorted(set(self.points["size"].to_list()))
+
     def curve(self, recipe: str, n: float) -> pl.DataFrame:
-        """One recipe's points at size ``n``, by epochs."""
-        return self.points.filter((pl.col("recipe") == recipe) & (pl.col("N") == n)).sort("epochs")
+        """One recipe's points at size ``n`` (a value of ``sizes``), by epochs."""
+        return self.points.filter((pl.col("recipe") == recipe) & (pl.col("size") == n)).sort("epochs")
+
+
+SAME_SIZE_REL = 0.02
+"""Parameter counts within 2% of each other are one model size: the masked-diffusion
+objective's [MASK] embedding row adds d parameters to the same preset (0.1-0.2% on the CPU
+twin), and a recipe compared with another at "the same size" means the same shape."""
+
+
+def same_sizes(n: pl.Series) -> pl.Series:
+    """Each N's size: the smallest N of its group; a group starts at the smallest N not yet
+    grouped and holds every N within ``SAME_SIZE_REL`` above it."""
+    size: dict[float, float] = {}
+    first = None
+    for v in sorted(set(n.to_list())):
+        if first is None or v > first * (1 + SAME_SIZE_REL):
+            first = v
+        size[v] = first
+    return n.replace_strict(size, return_dtype=pl.Float64)
 
 
 def epochs_of(frame: pl.DataFrame) -> pl.Expr:
@@ -195,7 +219,8 @@ def epoch_curves(data: pl.DataFrame, recipes=None) -> EpochCurves | str | None:
         tau_from = (f"no replicate seeds: a noise floor from the curves' roughness (residual SD {rough:.2g} "
                     f"about a cubic in ln(epochs) per curve, {k} degrees of freedom, less the Monte Carlo SE; "
                     "what the cubic misses of a curve's bend counts as noise, so it errs large)")
-    pts = pts.with_columns(((pl.col("_se2") + tau ** 2) / pl.col("seeds")).sqrt().alias("sigma")).select(
-        "recipe", "N", "epochs", "loss", "seeds", "se", "sigma", "bound")
+    pts = pts.with_columns(((pl.col("_se2") + tau ** 2) / pl.col("seeds")).sqrt().alias("sigma"),
+                           same_sizes(pts["N"]).alias("size")).select(
+        "recipe", "N", "size", "epochs", "loss", "seeds", "se", "sigma", "bound")
     bound = {r: bool(pts.filter(pl.col("recipe") == r)["bound"].any()) for r in names}
     return EpochCurves(U, pts, names, float(tau), tau_from, bound, source)

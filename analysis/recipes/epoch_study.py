@@ -130,9 +130,8 @@ def recipe_law(recipe: str, points: pl.DataFrame, *, seed: int = 0) -> RecipeLaw
 
 def _crossovers(curves: EpochCurves, n_boot: int, seed: int) -> list[Crossover]:
     out = []
-    sizes = sorted(set(curves.points["N"].to_list()))
     for a, b in itertools.combinations(curves.recipes, 2):
-        for n in sizes:
+        for n in curves.sizes:
             ca, cb = curves.curve(a, n), curves.curve(b, n)
             j = ca.join(cb, on="epochs", suffix="_b").sort("epochs")
             if j.height < 2:

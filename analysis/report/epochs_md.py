@@ -52,7 +52,8 @@ def epochs_section(data: pl.DataFrame, out_dir: str | Path, *, seed: int = 0) ->
     md += ["", "### Crossover per size", "",
            "Where the recipe lower at the last shared epoch overtakes the other: linear interpolation of "
            "the loss difference in ln(epochs) between sampled epochs, 95% interval from a parametric "
-           "bootstrap of the points with their SDs (docs/diffusion.md).", ""]
+           "bootstrap of the points with their SDs, each end widened to the sampled epoch at or beyond it "
+           "(the curves are not sampled in between; docs/diffusion.md).", ""]
     md += ([f"- N = {_num(x.N)}: {x.line()}" for x in study.crossovers]
            or ["- no size has two recipes at >= 2 shared epochs"])
     md += ["", "### Data-constrained law per recipe (Muennighoff et al. 2023)", ""]
