@@ -122,3 +122,33 @@ def plot_precision(study: PrecisionStudy):
     _multiplier_panel(b, study)
     legend_outside(b)
     return fig
+
+
+def plot_gaps(gaps, reference: str):
+    """The model-free paired gaps (``analysis.laws.precision_gaps``): each format's mean loss
+    minus the reference's per epoch count, with its 95% t-interval; the figure drawn when
+    the law's base is not identified (its fitted lines would be no result)."""
+    per = [g for g in gaps if g.epochs is not None]
+    fmts = sorted({g.fmt for g in per}, key=lambda f: -bits_of(f))
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, f in enumerate(fmts):
+        st = style_of(f, i)
+        pts = sorted((g for g in per if g.fmt == f), key=lambda g: g.epochs)
+        x = np.array([g.epochs for g in pts]) * (1 + 0.04 * (i - (len(fmts) - 1) / 2))  # side by side
+        y = np.array([g.mean for g in pts])
+        err = np.array([[g.mean - g.ci[0], g.ci[1] - g.mean] if g.ci else [0.0, 0.0] for g in pts]).T
+        ax.errorbar(x, y, yerr=err, color=st["color"], marker=st["marker"], ms=5, lw=1.2, capsize=3,
+                    label=f"{f} ({bits_of(f):g} bits)")
+    ax.axhline(0.0, color="0.5", lw=1)
+    ax.set_xscale("log")
+    epochs = sorted({g.epochs for g in per})
+    ax.set_xticks(epochs, [f"{e:g}" for e in epochs])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlim(epochs[0] / 1.4, epochs[-1] * 1.4)
+    ax.set_xlabel("epochs over U")
+    ax.set_ylabel(f"loss - {reference} loss (nats), same N and data")
+    ax.set_title(f"Paired gap to {reference}: mean over sizes, 95% t-interval", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig

@@ -14,8 +14,9 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.fit.precision import COLUMN, PrecisionStudy, fit_precision
 from analysis.laws.precision_bits import BITS
+from analysis.laws.precision_gaps import Gap, paired_gaps
 from analysis.plots.plots import save_figure
-from analysis.plots.precision import plot_precision
+from analysis.plots.precision import plot_gaps, plot_precision
 
 __all__ = ["precision_lines", "precision_section"]
 
@@ -27,17 +28,36 @@ def _fmt_params(study: PrecisionStudy) -> str:
     return ", ".join(f"{k} = {p[k]:.4g}" for k in ("A", "alpha", "B", "beta", "E", "R_D"))
 
 
-def precision_lines(study: PrecisionStudy) -> list[str]:
-    """The section's markdown lines (no figure written)."""
+def _at_bound(study: PrecisionStudy) -> list[str]:
+    """The fit's free parameters that ended on their box (the warnings say so too)."""
+    f = study.fit
+    return [name for name, z, lo, hi in zip(f.free, f.z, f.lo, f.hi)
+            if min(z - lo, hi - z) <= 1e-6 * (hi - lo)]
+
+
+def _gap_lines(gaps: list[Gap], reference: str) -> list[str]:
+    if not gaps:
+        return []
+    return ([f"Paired gaps (no law): each format's mean loss minus `{reference}`'s at every (N, D, U) "
+             "cell both ran, averaged over the cells, with a 95% t-interval from the cells' scatter "
+             "(analysis.laws.precision_gaps):", ""]
+            + [f"- {g.describe()}" for g in gaps] + [""])
+
+
+def precision_lines(study: PrecisionStudy, gaps: list[Gap] = ()) -> list[str]:
+    """The section's markdown lines (no figure written); ``gaps``: the model-free paired gaps."""
     n = study.data.height
     md = [f"## Training precision: effective-parameter multipliers ({n} runs)", ""]
     if study.why_not:
-        return md + [f"Not fitted: {study.why_not}.", ""]
+        return md + [f"Not fitted: {study.why_not}.", ""] + _gap_lines(list(gaps), study.reference)
+    base = {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
+    fitted = (f"fitted {_fmt_params(study)} (R^2 = {study.fit.r2:.4f})" if not base else
+              f"its base is not identified on these runs ({', '.join(sorted(base))}: see the warnings), "
+              "so no parameter of it is a result here; the paired gaps below are")
     md += ["Law (Kumar et al. 2024, arXiv 2411.04330, on Muennighoff et al.'s effective data "
            "D'): L = A / N_eff^alpha + B / D'^beta + E, N_eff = N m_f, one free multiplier per "
-           f"format, m = 1 for the reference `{study.reference}`; fitted {_fmt_params(study)} "
-           f"(R^2 = {study.fit.r2:.4f}). P counts element bits plus scale bits per element "
-           f"(MXFP4 4.25, NVFP4 4.5, FP8 8, MXFP8 8.25, bf16 16, fp32 32).", "",
+           f"format, m = 1 for the reference `{study.reference}`; {fitted}. P counts element bits "
+           "plus scale bits per element (MXFP4 4.25, NVFP4 4.5, FP8 8, MXFP8 8.25, bf16 16, fp32 32).", "",
            "| format | bits P | multiplier m (95% profile CI) | implied by gamma form |",
            "|---|---|---|---|",
            f"| {study.reference} | {BITS[study.reference]:g} | 1 (reference) | 1 |"]
@@ -66,6 +86,7 @@ def precision_lines(study: PrecisionStudy) -> list[str]:
         for axis in ("N", "epochs"):
             md += [f"- vs {axis}: " + "; ".join(t.describe() for t in study.trends if t.axis == axis)]
         md.append("")
+    md += _gap_lines(list(gaps), study.reference)
     md += [f"- warning: {w}" for w in study.warnings] + ([""] if study.warnings else [])
     return md
 
@@ -81,10 +102,13 @@ def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]
     except AnalysisInputError as err:
         status.append(f"precision law: not fitted: {err}")
         return ["## Training precision", "", f"Not fitted: {err}", ""]
-    md = precision_lines(study)
+    gaps = paired_gaps(data.rename({COLUMN: "precision"}), study.reference) if study.reference else []
+    md = precision_lines(study, gaps)
     if study.why_not:
         status.append(f"precision law: not fitted: {study.why_not}")
         return md
-    save_figure(plot_precision(study), Path(out_dir) / FIGURE)
+    law_ok = not {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
+    fig = plot_precision(study) if law_ok or not gaps else plot_gaps(gaps, study.reference)
+    save_figure(fig, Path(out_dir) / FIGURE)
     status.append(f"precision law: fitted on {study.data.height} runs, {len(study.formats)} formats")
     return md + [f"![training precision]({FIGURE}.png)", ""]
