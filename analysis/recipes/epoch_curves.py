@@ -143,7 +143,16 @@ def _recipe_frames(data: pl.DataFrame, recipes=None) -> tuple[dict[str, pl.DataF
             raise  # a bad filter is bad input
         return {}, "no recipes"  # a table without recipes is no study of recipes
     frames = {name: data.filter(pred) for name, pred in rows.predicates.items()}
-    return {k: v for k, v in frames.items() if v.height}, rows.source
+    frames = {k: v for k, v in frames.items() if v.height}
+    key = next((c for c in ("run_id", "name") if c in data.columns), None)
+    if key is not None:
+        seen: set = set()
+        for f in frames.values():
+            ids = set(f[key].to_list())
+            if ids & seen:  # nested recipes (Kim's standard within regularized): no two
+                return {}, rows.source  # objectives to compare across epochs
+            seen |= ids
+    return frames, rows.source
 
 
 def _pick_budget(frames: dict[str, pl.DataFrame]) -> tuple[float, list[str]] | None:

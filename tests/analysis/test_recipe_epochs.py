@@ -254,3 +254,14 @@ def test_recipes_whose_sizes_differ_by_the_mask_row_are_compared_at_one_size():
     far = runs.with_columns(pl.when(mdm).then(pl.col("N") * 1.05).otherwise(pl.col("N")))
     assert len(epoch_study(_data(near), n_boot=200, laws=False).crossovers) == len(SIZES)
     assert epoch_study(_data(far), n_boot=200, laws=False).crossovers == []
+
+
+def test_nested_recipes_are_no_epoch_study():
+    """Kim's standard recipe is a subset of the regularized one: recipes that share runs are no
+    two objectives to compare across epochs, and the report says nothing about them (the demo's
+    report stays as it was)."""
+    from analysis.recipes.epoch_curves import epoch_curves
+
+    data = _data(study(3))
+    assert epoch_curves(data, {"all": ["N>0"], "mdm": ["block=mdm"]}) is None
+    assert epoch_curves(data, {"ar": ["block=ar"], "mdm": ["block=mdm"]}) is not None
