@@ -14,7 +14,9 @@ On a CUDA machine it runs, prints, and saves under ``bench/results/`` as
 3. training (``gpu_train``): the 150M and 600M presets, 50 steps of the
    sweeps/200M_tokens.yaml recipe with FSDP2 on every visible GPU (torchrun if more than
    one), bf16 autocast and compile: tokens/s after 10 warm-up steps, MFU, time to the
-   first step, peak memory against ``scalelab.model.memory``'s prediction.
+   first step, peak memory against ``scalelab.model.memory``'s prediction;
+4. quantized precisions (``run_precision``): fp8, mxfp8, mxfp4 and nvfp4 training on the
+   smallest preset, which no GPU has run yet: state, tokens/s and the GEMM path recorded.
 
 Without CUDA it prints "no CUDA device: nothing measured" and exits 0. ``--cpu-smoke``
 runs all three on the CPU at toy sizes: the pytest run (every test skipped), NS with the
@@ -147,12 +149,51 @@ def run_training(args: argparse.Namespace, smoke: bool, work: Path) -> dict[str,
             "errors": [f"train {r['preset']}: {r['error']}"[:2000] for r in runs if r.get("error")]}
 
 
+QUANT_PRECISIONS = ("fp8", "mxfp8", "mxfp4", "nvfp4")
+"""train.precision values whose GEMMs are quantized (scalelab.quant): never yet run on a GPU."""
+
+
+def run_precision(args: argparse.Namespace, smoke: bool, work: Path) -> dict[str, Any]:
+    """The quantized precisions on the GPU, never run there before: the smallest preset of
+    ``--presets`` (smoke: cpu-50k) for ``--steps`` steps in each, without compile (QuantLinear
+    under compile and FSDP2 is untested), rows as ``run_training``'s plus the GEMM path
+    ``meta.json`` records ("emulated", or torchao's when wired)."""
+    import json
+
+    import torch
+    from gpu_train import TrainSpec, launch, run_config, synthetic_data
+
+    nproc = 1 if smoke else max(torch.cuda.device_count(), 1)
+    preset = "cpu-50k" if smoke else args.presets.split(",")[0]
+    size = {"steps": 3, "warmup_steps": 1, "batch_size": 4, "seq_len": 32, "vocab_size": 256,
+            "compile": False, "device": "cpu"} if smoke else {
+        "steps": args.steps, "warmup_steps": args.warmup_steps, "batch_size": args.batch,
+        "compile": False, "device": "cuda"}
+    probe = run_config(TrainSpec(preset=preset, dataset="default", out_dir=str(work / "qprobe"), **size))
+    data = synthetic_data(work / "qdata", vocab=probe.data.vocab_size, steps=size["steps"],
+                          batch=probe.train.batch_size, seq=probe.data.seq_len)
+    runs = []
+    for precision in QUANT_PRECISIONS:
+        out = work / f"q-{precision}"
+        spec = TrainSpec(preset=preset, dataset=str(data), out_dir=str(out), precision=precision, **size)
+        print(f"  {preset} {precision} on {nproc} process(es)...", flush=True)
+        row = {**launch(spec, nproc), "precision": precision}
+        meta = next(out.rglob("meta.json"), None)
+        row["gemm_path"] = json.loads(meta.read_text()).get("gemm_path") if meta else None
+        print(f"  {precision}: {row.get('state')} ({row['gemm_path']})", flush=True)
+        runs.append(row)
+    notes = [f"quantized GEMMs (scalelab.quant) on {preset}, {size['steps']} steps, compile off, "
+             f"fsdp on {nproc} process(es); never run on a GPU before this section (docs/precision.md)"]
+    return {"notes": notes, "runs": runs,
+            "errors": [f"precision {r['precision']}: {r['error']}"[:2000] for r in runs if r.get("error")]}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu-smoke", action="store_true", help="every code path, toy sizes, CPU")
     ap.add_argument("--out", type=Path, default=None,
                     help="report folder (default bench/results; a temp folder with --cpu-smoke)")
-    ap.add_argument("--only", default="tests,ns,train", help="sections to run (comma list)")
+    ap.add_argument("--only", default="tests,ns,train,precision", help="sections to run (comma list)")
     ap.add_argument("--shapes", default=None, help="NS shapes, e.g. 1024x1024,1024x3584")
     ap.add_argument("--ns-steps", type=int, default=None, help="NS steps (5; smoke 2)")
     ap.add_argument("--warmup", type=int, default=None, help="NS warm-up calls (3; smoke 1)")
@@ -198,7 +239,11 @@ def main(argv: list[str] | None = None) -> int:
         print("training...", flush=True)
         report["training"] = (run_training(args, smoke, work) if "train" in sections
                               else {"notes": ["not run"], "runs": [], "errors": []})
-    errors = [*report["newton_schulz"]["errors"], *report["training"]["errors"]]
+        print("quantized precisions...", flush=True)
+        report["precision"] = (run_precision(args, smoke, work) if "precision" in sections
+                               else {"notes": ["not run"], "runs": [], "errors": []})
+    errors = [*report["newton_schulz"]["errors"], *report["training"]["errors"],
+              *report["precision"]["errors"]]
     if report["cuda_tests"].get("error") or report["cuda_tests"]["failed"]:
         errors.append(f"CUDA tests: {report['cuda_tests']['failed']} failed, "
                       f"{report['cuda_tests']['errors']} errors (see the JSON)")

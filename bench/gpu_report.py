@@ -87,6 +87,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     tr = report["training"]
     lines += ["## Training", "", *[f"- {note}" for note in tr["notes"]], "",
               *_table(tr["runs"], TRAIN_COLUMNS), ""]
+    if "precision" in report:
+        pr = report["precision"]
+        lines += ["## Quantized precisions", "", *[f"- {note}" for note in pr["notes"]], "",
+                  *_table(pr["runs"], ["precision", "gemm_path", *TRAIN_COLUMNS[1:]]), ""]
     if report.get("errors"):
         lines += ["## Errors", "", *[f"```\n{e}\n```" for e in report["errors"]], ""]
     return "\n".join(lines)
