@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pytest
 from _cli_exit import exit_code as run
-from _recipe_epochs import SIZES, TRUTH, study, true_crossover
+from _recipe_epochs import EPOCHS, SIZES, TRUTH, study, true_crossover, true_loss
 
 from analysis.recipes.crossover import crossing, crossover
 from analysis.recipes.epoch_curves import epoch_curves, roughness
@@ -265,3 +265,30 @@ def test_nested_recipes_are_no_epoch_study():
     data = _data(study(3))
     assert epoch_curves(data, {"all": ["N>0"], "mdm": ["block=mdm"]}) is None
     assert epoch_curves(data, {"ar": ["block=ar"], "mdm": ["block=mdm"]}) is not None
+
+
+def test_overfit_points_leave_the_law_and_an_open_r_d_is_a_lower_bound():
+    """AR curves of known R_D* = 15 plus an overfitting tail the law cannot draw (+0.4 and
+    +1.2 nats at 128 and 256 epochs): the tail's points are left out, counted in the line, and
+    R_D*'s interval holds 15 (with the tail in, the profile is flat). MDM at R_D* = 500 over
+    1-32 epochs (far below its half-life) is still improving: its line is a one-sided bound,
+    never a number; over 1-256 epochs it is identified and its interval holds 500."""
+    from analysis.recipes.epoch_study import recipe_law
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for n in SIZES:
+        for e, y in zip(EPOCHS, true_loss(TRUTH["ar"], n, EPOCHS)):
+            tail = {128: 0.4, 256: 1.2}.get(e, 0.0)
+            rows.append({"N": n, "size": n, "U": 1e8, "epochs": float(e), "sigma": 0.01,
+                         "loss": float(y) + tail + 0.01 * rng.standard_normal()})
+    ar = recipe_law("ar", pl.DataFrame(rows))
+    assert ar.overfit == 2 * len(SIZES) and "8 point(s) past their size's best epochs left out" in ar.line()
+    assert ar.r_d is not None and ar.r_d[1] <= 15.0 <= ar.r_d[2], ar.line()
+    mdm_rows = pl.DataFrame([{**r, "loss": float(true_loss(TRUTH["mdm"], r["N"], [r["epochs"]])[0])
+                              + 0.01 * rng.standard_normal()} for r in rows])
+    short = recipe_law("mdm", mdm_rows.filter(pl.col("epochs") <= 32))
+    assert short.r_d is None and short.r_d_at_least is not None and short.r_d_at_least < 500, short.line()
+    assert short.line().startswith(f"R_D* at least {short.r_d_at_least:.3g} (the 95% profile's lower end")
+    whole = recipe_law("mdm", mdm_rows)
+    assert whole.r_d is not None and whole.r_d[1] <= 500 <= whole.r_d[2], whole.line()
