@@ -422,8 +422,9 @@ class Muon(torch.optim.Optimizer):
         (as the batched path must, to stack or send them) hold every matrix's fp32 copy at
         once, which the allocator returns to the system after each step and the next step
         takes again page by page: 19,000 minor page faults per step where torch.optim.Muon
-        takes 6,800, and 8,600 one at a time (bench/optim_step.py's matrices at d_model 512,
-        4 layers; the system time they cost fell from ~39 to ~16 ms per step, torch's ~17)."""
+        takes 6,800, and 8,600 one at a time (the matrices of bench/optim_step.py in the
+        scalelab repository at d_model 512, 4 layers; the system time they cost fell from ~39
+        to ~16 ms per step, torch's ~17)."""
         return (self.distributed_mode == "none" and not is_compiling()
                 and all(p.device.type == "cpu" and not is_dtensor(p) for p in live))
 
