@@ -63,9 +63,12 @@ def test_two_tasks_train_one_run_with_torchrun_env(tmp_path):
 
 
 def test_preempted_run_resumes_and_cancelled_run_stays(tmp_path):
+    """Run 0 is preempted and run 1 cancelled, each as soon as it is seen RUNNING with a
+    checkpoint. Each is caught on its own (the two jobs need not overlap: under a loaded scheduler one may
+    start after the other ended), and 1024 steps leave time to catch each mid-training."""
     base = copy.deepcopy(TINY_BASE)
-    base["data"]["unique_tokens"] = 8192  # 128 steps
-    base["train"].update(checkpoint_every=8, eval_every=64)
+    base["data"]["unique_tokens"] = 65536  # 1024 steps
+    base["train"].update(checkpoint_every=8, eval_every=512)
     spec = write_spec(tmp_path / "pre.yaml", "pre", base=base, grid={"optim.lr": [1e-3, 2e-3]},
                       launcher={"executor": "slurm", "time_min": 60, "signal_delay_s": 30})
     # (time_min >= 60: submitit counts any signal within max(0.8 T, T - 10 min) as a timeout)
@@ -75,11 +78,23 @@ def test_preempted_run_resumes_and_cancelled_run_stays(tmp_path):
     (job0, job1) = [h.job_id for h in report.handles]
     runs = [sweep / d for d in plan.table["run_dir"]]
     jobs = [job0, job1]
-    wait_for_jobs(lambda: all(list(r.glob("checkpoint/step-*")) for r in runs), "both runs mid-training", jobs)
-    assert all((read_status(r) or {}).get("state") == "RUNNING" for r in runs)
 
-    submitit.SlurmJob(folder=sweep / "jobs" / "%j", job_id=job0)._interrupt()  # preemption: TERM, USR2
-    subprocess.run(["scancel", job1], check=True)
+    def mid_training(run):
+        return bool(list(run.glob("checkpoint/step-*"))) and (read_status(run) or {}).get("state") == "RUNNING"
+
+    caught: set[int] = set()
+
+    def catch() -> bool:  # each run acted on as soon as it is seen mid-training
+        for i in {0, 1} - caught:
+            if mid_training(runs[i]):
+                if i == 0:
+                    submitit.SlurmJob(folder=sweep / "jobs" / "%j", job_id=job0)._interrupt()  # TERM, USR2
+                else:
+                    subprocess.run(["scancel", job1], check=True)
+                caught.add(i)
+        return len(caught) == 2
+
+    wait_for_jobs(catch, "each run caught mid-training", jobs)
 
     wait_for_jobs(lambda: (read_status(runs[0]) or {}).get("state") == "COMPLETED",
                   "the preempted run to finish", [job0])
@@ -88,7 +103,7 @@ def test_preempted_run_resumes_and_cancelled_run_stays(tmp_path):
     status = read_status(runs[0])
     assert status["attempts"] >= 2 and status["job_ids"] == [job0]  # requeued as the same job
     steps = read_table(runs[0], "metrics")["step"].to_list()
-    assert steps == list(range(1, 129)), "each step exactly once across the requeue"
+    assert steps == list(range(1, 1025)), "each step exactly once across the requeue"
     assert frame["state"].to_list() == ["COMPLETED", "CANCELLED"]
 
     out = scalelab("status", str(sweep))
