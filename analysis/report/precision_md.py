@@ -28,6 +28,11 @@ def _fmt_params(study: PrecisionStudy) -> str:
     return ", ".join(f"{k} = {p[k]:.4g}" for k in ("A", "alpha", "B", "beta", "E", "R_D"))
 
 
+def _base_unidentified(study: PrecisionStudy) -> set[str]:
+    """The base law's parameters (not the multipliers) the data do not identify."""
+    return {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
+
+
 def _at_bound(study: PrecisionStudy) -> list[str]:
     """The fit's free parameters that ended on their box (the warnings say so too)."""
     f = study.fit
@@ -50,7 +55,7 @@ def precision_lines(study: PrecisionStudy, gaps: list[Gap] = ()) -> list[str]:
     md = [f"## Training precision: effective-parameter multipliers ({n} runs)", ""]
     if study.why_not:
         return md + [f"Not fitted: {study.why_not}.", ""] + _gap_lines(list(gaps), study.reference)
-    base = {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
+    base = _base_unidentified(study)
     fitted = (f"fitted {_fmt_params(study)} (R^2 = {study.fit.r2:.4f})" if not base else
               f"its base is not identified on these runs ({', '.join(sorted(base))}: see the warnings), "
               "so no parameter of it is a result here; the paired gaps below are")
@@ -107,8 +112,8 @@ def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]
     if study.why_not:
         status.append(f"precision law: not fitted: {study.why_not}")
         return md
-    law_ok = not {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
-    fig = plot_precision(study) if law_ok or not gaps else plot_gaps(gaps, study.reference)
+    fig = (plot_precision(study) if not _base_unidentified(study) or not gaps
+           else plot_gaps(gaps, study.reference))
     save_figure(fig, Path(out_dir) / FIGURE)
     status.append(f"precision law: fitted on {study.data.height} runs, {len(study.formats)} formats")
     return md + [f"![training precision]({FIGURE}.png)", ""]
