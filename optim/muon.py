@@ -76,6 +76,7 @@ from optim.distributed import (
     local_matrix_apply,
 )
 from optim.newton_schulz import BACKENDS, newton_schulz
+from optim.workspace import Workspace
 
 __all__ = ["SHAPE_SCALES", "Muon", "muon_momentum_", "shape_scale"]
 
@@ -141,7 +142,7 @@ def shape_scale(mode: str, d_out: int, d_in: int) -> float:
 
 
 def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, *, nesterov: bool,
-                   foreach: bool) -> list[Tensor]:
+                   foreach: bool, outs: list[Tensor] | None = None) -> list[Tensor]:
     """M <- μM + G in place on the fp32 momentum buffers; returns U = G + μM (Nesterov) or M.
 
     bufs, grads: fp32 tensors of matching shapes ([rows, ...] local rows under FSDP).
@@ -149,11 +150,14 @@ def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, 
         bitwise equal (the same ops, tensor by tensor). M is updated in place by one
         ``_axpy`` per tensor (no foreach op writes G + μM into M), so M and U cost one pass
         each, as torch.optim.Muon's two ``lerp``.
+    outs: tensors to write each Nesterov U into (a workspace's; the same bits as fresh ones).
     """
     for buf, g in zip(bufs, grads):  # M <- G + μM in place, one pass per tensor
         _axpy(g, buf, mu, out=buf)
     if not nesterov:
         return list(bufs)
+    if outs is not None:
+        return [_axpy(g, buf, mu, out=o) for buf, g, o in zip(bufs, grads, outs)]
     if not foreach:
         return [_axpy(g, buf, mu) for buf, g in zip(bufs, grads)]
     if torch.is_tensor(mu):
@@ -273,6 +277,7 @@ class Muon(torch.optim.Optimizer):
         self.seed = seed
         self.process_group = process_group
         self.foreach = True if foreach is None else foreach
+        self._workspace = Workspace()  # the CPU path's scratch (``optim.workspace``), never saved
         for group in self.param_groups:
             self._check_group(group)
             tensorize_group_(group, self.defaults)
@@ -387,12 +392,24 @@ class Muon(torch.optim.Optimizer):
             )  # fmt: skip
         sr_steps = iter([0] * len(live) if counts is None else counts[len(aux_live) :])
         if self._one_at_a_time(live):  # momentum, NS and update of one matrix before the next
+            ws = self._workspace
             for group, ps, ids in work:
-                ns = self._ns_fn(group)
+                ns, ns_ws = self._ns_fn(group), self._ns_fn(group, ws)
                 for p, pid in zip(ps, ids):
-                    (u,) = self._momentum(group, [p])
-                    done = [ns(b[None])[0] for b in u.reshape(_piece_shape(group, tuple(u.shape))).unbind(0)]
-                    self._apply(p, group, done[0] if len(done) == 1 else torch.stack(done), pid, next(sr_steps))
+                    (u,) = self._momentum(group, [p], ws)
+                    pieces = u.reshape(_piece_shape(group, tuple(u.shape))).unbind(0)
+                    if len(pieces) == 1:  # the result lives in the workspace until the next matrix
+                        o = ns_ws(pieces[0][None])[0]
+                        if group["nesterov"] and o.dtype != u.dtype and (
+                                not o.is_contiguous() or not torch.is_tensor(group["lr"])):
+                            # _apply's add would upcast O into a fresh tensor (a float lr's
+                            # add_(alpha=), or a tall matrix's transposed O): upcast into U's
+                            # buffer instead, free again (the same bits). A tensor lr's
+                            # addcmul_ reads a contiguous bf16 O as it is, with no copy.
+                            o = u.view_as(o).copy_(o)
+                    else:  # pieces of one shape would share the workspace's buffers
+                        o = torch.stack([ns(b[None])[0] for b in pieces])
+                    self._apply(p, group, o, pid, next(sr_steps))
             return loss
         # momentum and U per Muon param, grouped by NS schedule (one distributed call each)
         jobs: dict[tuple, list[tuple[Tensor, dict, Tensor, int, int]]] = {}
@@ -428,26 +445,32 @@ class Muon(torch.optim.Optimizer):
         return (self.distributed_mode == "none" and not is_compiling()
                 and all(p.device.type == "cpu" and not is_dtensor(p) for p in live))
 
-    def _ns_fn(self, group: dict):
+    def _ns_fn(self, group: dict, ws: Workspace | None = None):
         """The group's Newton-Schulz, [B, m, n] -> [B, m, n] in the NS dtype (``_apply`` upcasts
-        as it adds)."""
+        as it adds); with ``ws``, every buffer from the workspace (the result too)."""
         steps, coeffs = group["ns_steps"], group["coefficients"]
+        scratch = bool(group["nesterov"])  # U = G + μM is scratch (without Nesterov U is M itself)
 
         def ns(x: Tensor) -> Tensor:
             return newton_schulz(x, steps, coeffs, dtype=self.ns_dtype, backend=self.ns_backend,
-                                 out_dtype=self.ns_dtype)
+                                 out_dtype=self.ns_dtype, overwrite=scratch, workspace=ws)
 
         return ns
 
-    def _momentum(self, group: dict, ps: list[Tensor]) -> list[Tensor]:
-        """U of each param (``muon_momentum_``), by foreach chunk or param by param."""
+    def _momentum(self, group: dict, ps: list[Tensor], ws: Workspace | None = None) -> list[Tensor]:
+        """U of each param (``muon_momentum_``), by foreach chunk or param by param; with
+        ``ws`` (one param), a Nesterov U is written into the workspace."""
         us: dict[int, Tensor] = {}
         bufs = [local(self.state[p]["momentum_buffer"]) for p in ps]  # [rows, ...] fp32
         chunks = foreach_chunks(bufs) if self.foreach else [[i] for i in range(len(ps))]
         for idx in chunks:
             grads = [local(ps[i].grad).to(torch.float32) for i in idx]
             mu = as_tensor(group["momentum"]) if is_compiling() else group["momentum"]
-            out = muon_momentum_([bufs[i] for i in idx], grads, mu, nesterov=group["nesterov"], foreach=self.foreach)
+            outs = None
+            if ws is not None and group["nesterov"]:
+                outs = [ws.get("muon.u", tuple(bufs[i].shape), torch.float32, bufs[i].device) for i in idx]
+            out = muon_momentum_([bufs[i] for i in idx], grads, mu, nesterov=group["nesterov"],
+                                 foreach=self.foreach, outs=outs)
             us.update(zip(idx, out))
         return [us[i] for i in range(len(ps))]
 

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from optim.coefficients import EPS, Coefficients, resolve
+from optim.workspace import Workspace
 
 __all__ = ["BACKENDS", "TRITON_MIN_DIM", "band", "newton_schulz", "ns_flops"]
 
@@ -43,6 +44,8 @@ def newton_schulz(
     dtype: torch.dtype | None = torch.bfloat16,
     backend: str = "auto",
     out_dtype: torch.dtype | None = None,
+    overwrite: bool = False,
+    workspace: Workspace | None = None,
 ) -> Tensor:
     """Orthogonalise G [..., m, n] (batched over leading dims); returns G's shape and dtype
     (``out_dtype``: that dtype instead, e.g. the iteration's, sparing a cast the caller redoes).
@@ -55,6 +58,11 @@ def newton_schulz(
         dtype: dtype the iteration runs in (bf16 as in Muon); None = G's dtype. The Frobenius
             prescale is always computed in fp32 (fp64 for fp64 input) before this cast.
         backend: one of ``BACKENDS``.
+        overwrite: G is scratch the caller gives up (Muon's fresh U): the prescale then
+            scales it in place instead of in a new fp32 buffer. G's values are lost.
+        workspace: on the CPU, the buffers every tensor of the iteration is written into
+            (``optim.workspace``: no allocation after the first call per shape). The result
+            then lives in the workspace, valid until its next call with the same shape.
 
     A zero matrix returns zeros, never NaN (EPS = 1e-30 in the prescale denominator).
     """
@@ -70,30 +78,48 @@ def newton_schulz(
     norm_dtype = torch.promote_types(G.dtype, torch.float32)
     it_dtype = G.dtype if dtype is None else dtype
 
-    X = G.to(norm_dtype)
-    transposed = X.size(-2) > X.size(-1)
-    if transposed:  # rows <= cols, so the Gram matrix is min(m, n)²
-        X = X.mT
-    m, n = X.shape[-2:]
-    lead = X.shape[:-2]
+    ws = workspace if G.device.type == "cpu" else None
+    # the prescale works in place on an fp32 buffer of its own: G itself when the caller gives
+    # it up (``overwrite``) or when the cast copies it anyway, else a copy (the workspace's)
+    if overwrite or G.dtype != norm_dtype:
+        X = G.to(norm_dtype)
+    elif ws is not None:
+        X = ws.get("ns.prescale", tuple(G.shape), norm_dtype, G.device).copy_(G)
+    else:
+        X = G.clone()
     # X / (f·||X||_F + EPS), computed as Y / (f·||Y||_F + EPS) with Y = X / max|X|: the same
     # up to EPS, but ||X||_F² no longer underflows for tiny X, so the result is scale
     # invariant over the whole fp32 range; a zero matrix stays 0 (0/tiny = 0, 0/EPS = 0).
     # max|X| per matrix as max(max X, -min X): the value of vector_norm(X, inf), which on CPU
-    # is ~25x slower over two dims (not vectorised; torch 2.13, one thread)
+    # is ~25x slower (not vectorised; torch 2.13, one thread). All of it is transpose-
+    # invariant, so it runs on X as laid out, before the transpose rule below.
     amax = torch.maximum(X.amax(dim=(-2, -1), keepdim=True), -X.amin(dim=(-2, -1), keepdim=True))  # [..., 1, 1]
-    X = X / amax.clamp_min_(torch.finfo(norm_dtype).tiny)
+    X.div_(amax.clamp_min_(torch.finfo(norm_dtype).tiny))
     norm = torch.linalg.vector_norm(X, dim=(-2, -1), keepdim=True)  # [..., 1, 1], >= 1 or 0
-    X = X.mul_(1.0 / (prescale * norm + EPS)).to(it_dtype)
-    if transposed and X.device.type == "cpu":
-        # a tall matrix's transposed view copied once into a contiguous [m, n]: oneDNN's bf16
-        # X @ X.mT and addmm(X, B, X) run 1.4-1.6x slower on the view (1536 x 512, 2816 x 1024;
-        # torch 2.13, one thread), so the copy saves 4-8% of such a matrix's NS time. CUDA's
-        # GEMMs take the view at full speed: no copy there.
-        X = X.contiguous()
+    X.mul_(norm.mul_(prescale).add_(EPS).reciprocal_())
+    transposed = X.size(-2) > X.size(-1)
+    if ws is not None:  # cast, then transpose, into the workspace: contiguous, as below
+        if transposed and X.dtype != it_dtype:  # two copies: one that casts, one that transposes
+            X = ws.get("ns.cast", tuple(X.shape), it_dtype, X.device).copy_(X)  # the narrow type
+        if transposed:  # (one copy that does both is 3x slower: 4.6 against 1.4 ms at 1536 x 512)
+            X = X.mT
+        X = ws.get("ns.x0", tuple(X.shape), it_dtype, X.device).copy_(X)
+    else:
+        if transposed:  # rows <= cols, so the Gram matrix is min(m, n)²
+            X = X.mT
+        X = X.to(it_dtype)
+        if transposed and X.device.type == "cpu":
+            # a tall matrix's transposed view copied once into a contiguous [m, n]: oneDNN's bf16
+            # X @ X.mT and addmm(X, B, X) run 1.4-1.6x slower on the view (1536 x 512, 2816 x 1024;
+            # torch 2.13, one thread), so the copy saves 4-8% of such a matrix's NS time. CUDA's
+            # GEMMs take the view at full speed: no copy there.
+            X = X.contiguous()
+    m, n = X.shape[-2:]
+    lead = X.shape[:-2]
     X = X.reshape(-1, m, n)  # [B, m, n]
 
-    X = _BACKEND_FNS[_pick(backend, X)](X, triples)
+    backend = _pick(backend, X)
+    X = _ns_torch(X, triples, ws) if backend == "torch" else _BACKEND_FNS[backend](X, triples)
 
     X = X.reshape(*lead, m, n)
     if transposed:
@@ -112,10 +138,14 @@ def _pick(backend: str, X: Tensor) -> str:
     return "torch"
 
 
-def _ns_torch(X: Tensor, triples) -> Tensor:
+def _ns_torch(X: Tensor, triples, ws: Workspace | None = None) -> Tensor:
     if not X.is_cuda:  # CPU: one chain of 2-D GEMMs per matrix (``_ns_matrix``)
         if X.size(0) == 1:
-            return _ns_matrix(X[0], triples)[None]
+            return _ns_matrix(X[0], triples, ws)[None]
+        if ws is not None:  # each result back into X's own workspace rows
+            for x in X.unbind(0):
+                x.copy_(_ns_matrix(x, triples, ws))
+            return X
         return torch.stack([_ns_matrix(x, triples) for x in X.unbind(0)])
     for a, b, c in triples:
         A = X @ X.mT  # [B, m, m]
@@ -124,14 +154,27 @@ def _ns_torch(X: Tensor, triples) -> Tensor:
     return X
 
 
-def _ns_matrix(X: Tensor, triples) -> Tensor:
+def _ns_matrix(X: Tensor, triples, ws: Workspace | None = None) -> Tensor:
     """The NS steps on one matrix X [m, n] with 2-D GEMMs (mm, addmm). On CPU these are
     1.3-2.5x faster than the same products as baddbmm over a batch, even a batch of one
-    (bf16, torch 2.13, one thread; ``bench/optim_step.py``'s Muon rows)."""
+    (bf16, torch 2.13, one thread; ``bench/optim_step.py``'s Muon rows). With a workspace
+    every product goes into a buffer kept across calls (A, B [m, m]; X ping-pongs between
+    two [m, n]), the same bits as the fresh tensors."""
+    if ws is None:
+        for a, b, c in triples:
+            A = X @ X.mT  # [m, m]
+            B = torch.addmm(A, A, A, beta=b, alpha=c)  # b·A + c·A²
+            X = torch.addmm(X, B, X, beta=a)  # a·X + B·X
+        return X
+    m, n = X.shape
+    A = ws.get("ns.a", (m, m), X.dtype, X.device)
+    B = ws.get("ns.b", (m, m), X.dtype, X.device)
+    Y = ws.get("ns.x1", (m, n), X.dtype, X.device)
     for a, b, c in triples:
-        A = X @ X.mT  # [m, m]
-        B = torch.addmm(A, A, A, beta=b, alpha=c)  # b·A + c·A²
-        X = torch.addmm(X, B, X, beta=a)  # a·X + B·X
+        torch.mm(X, X.mT, out=A)
+        torch.addmm(A, A, A, beta=b, alpha=c, out=B)
+        torch.addmm(X, B, X, beta=a, out=Y)
+        X, Y = Y, X
     return X
 
 

@@ -9,6 +9,9 @@ repository).
 - ``Muon.step`` on the CPU holds one matrix's momentum blend U at a time: its peak of live new
   tensor bytes is the same for 2 and for 8 equal matrices (it held every U at once before,
   memory that the allocator handed back to the system after each step and faulted in again).
+- From its second step on, it allocates no matrix-sized tensor at all: U, the bf16 copy and
+  every NS product live in its workspace (``optim.workspace``), with the same bits as fresh
+  tensors, and the inputs (grad, and the momentum buffer that is U without Nesterov) intact.
 """
 
 from __future__ import annotations
@@ -111,3 +114,58 @@ def test_muon_cpu_step_holds_one_matrix_at_a_time(foreach):
     # U (fp32), its fp32 scaled product and bf16 copy, NS's bf16 products: measured 3.67 fp32
     # matrices (90,112 bytes); one more U (as holding two at once would be) makes 4.67
     assert two < 4 * 64 * 96 * 4, two
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_muon_cpu_step_allocates_no_matrix_after_the_first(foreach):
+    """From the second step on, U, its bf16 copy and every NS product live in the optimizer's
+    workspace (``optim.workspace``): no new tensor of a matrix's size, so nothing for the
+    allocator to hand back to the system and fault in again (measured: 20 bytes of 0-d
+    scalars; before the workspace, 90,112 bytes)."""
+    assert _peak_step_bytes(3, foreach) <= 256
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+@pytest.mark.parametrize("shape", [(64, 96), (96, 64), (3, 40, 24)])
+def test_workspace_gives_the_bits_of_fresh_tensors(shape, nesterov):
+    """Two Muons on equal params, one taking the workspace path (one process, CPU), one the
+    batched path without it (distributed_mode="ddp" with no process group: one rank):
+    bitwise equal params after 3 steps; without Nesterov U is the momentum buffer itself,
+    which the in-place prescale must leave alone (the momenta stay equal too)."""
+    gen = torch.Generator().manual_seed(1)
+    init = torch.randn(shape, generator=gen)
+    grads = [torch.randn(shape, generator=gen) for _ in range(3)]
+    kw = {"lr": 0.02, "weight_decay": 0.1, "nesterov": nesterov}
+    a, b = torch.nn.Parameter(init.clone()), torch.nn.Parameter(init.clone())
+    opt_a = optim.Muon([a], **kw)
+    opt_b = optim.Muon([b], distributed_mode="ddp", **kw)
+    assert opt_a._one_at_a_time([a]) and not opt_b._one_at_a_time([b])
+    for g in grads:
+        a.grad, b.grad = g.clone(), g.clone()
+        opt_a.step()
+        opt_b.step()
+        assert torch.equal(a.grad, g)  # the grad is read, never written
+    assert torch.equal(a, b)
+    assert torch.equal(opt_a.state[a]["momentum_buffer"], opt_b.state[b]["momentum_buffer"])
+    assert opt_a._workspace.nbytes > 0 and opt_b._workspace.nbytes == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(40, 24), (24, 40), (2, 24, 40)])
+def test_newton_schulz_workspace_and_overwrite(shape, dtype):
+    """``workspace``: the same bits as without, the input untouched, the same buffers on the
+    next call; ``overwrite``: the same result, the input's values spent."""
+    from optim.workspace import Workspace
+
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    ref = newton_schulz(g, 5, dtype=dtype)
+    ws = Workspace()
+    kept = g.clone()
+    first = newton_schulz(g, 5, dtype=dtype, workspace=ws, out_dtype=dtype)
+    assert torch.equal(g, kept)
+    assert torch.equal(first.to(g.dtype), ref)
+    held = ws.nbytes
+    again = newton_schulz(g, 5, dtype=dtype, workspace=ws, out_dtype=dtype)
+    assert ws.nbytes == held and again.data_ptr() == first.data_ptr()
+    spent = g.clone()
+    assert torch.equal(newton_schulz(spent, 5, dtype=dtype, overwrite=True), ref)
