@@ -17,7 +17,7 @@ are what the noise alone leaves. Per candidate: median and worst
 usable budgets: an error, not a wrong exponent), and in how many the truth lies inside
 the 95% CI (the widened one, and the bootstrap's alone).
 
-    .venv/bin/python bench/isoflop_study.py [--seeds 3] [--boot 200] [--jobs 2]
+    .venv/bin/python bench/isoflop_study.py [--seeds 3] [--boot 200] [--jobs 2] [--budgets 4,5,6,8]
     .venv/bin/python bench/isoflop_study.py --study legacy [--derived --jitter-nd 0.08]
 
 ``--derived`` (legacy): the C column is dropped (C = 6 N D, grouped at ``DERIVED_RTOL``);
@@ -65,10 +65,10 @@ def _oracle_a(data) -> float:
     return p["beta"] / (p["alpha"] + p["beta"])
 
 
-def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float):
+def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float, budgets: tuple[int, ...] = (4, 5, 6, 8)):
     """(name, true a, data) of every sweep of one seed."""
     if study == "realistic":
-        return [(s.name, s.true_a, realistic_points(s)) for s in realistic_study(seed)]
+        return [(s.name, s.true_a, realistic_points(s)) for s in realistic_study(seed, budget_counts=budgets)]
     out = []
     for d in study_designs(seed):
         data = sweep_points(replace(d, round_sizes=jitter_nd))
@@ -78,9 +78,9 @@ def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float):
 
 def run(job: tuple) -> list[dict]:
     """Every candidate on every sweep of one seed: one row per (sweep, candidate)."""
-    study, seed, n_boot, derived, jitter_nd = job
+    study, seed, n_boot, derived, jitter_nd, budgets = job
     rows = []
-    for name, t, data in _sweeps(study, seed, derived, jitter_nd):
+    for name, t, data in _sweeps(study, seed, derived, jitter_nd, budgets):
         window, method, joint = ORACLE
         rows.append({"seed": seed, "design": name, "window": window, "method": method,
                      "joint": joint, "dev": abs(_oracle_a(data) - t) / t, "in_ci": False,
@@ -142,9 +142,12 @@ def main() -> None:
     ap.add_argument("--derived", action="store_true", help="legacy: drop C: C = 6ND, grouped")
     ap.add_argument("--jitter-nd", type=float, default=0.0,
                     help="legacy: N and D off their nominal values by up to this fraction")
+    ap.add_argument("--budgets", default="4,5,6,8",
+                    help="realistic: the budget counts a sweep draws from (8,9,10,12: as published)")
     args = ap.parse_args()
+    budgets = tuple(int(k) for k in args.budgets.split(","))
     t0 = time.perf_counter()
-    jobs = [(args.study, s, args.boot, args.derived, args.jitter_nd) for s in range(args.seeds)]
+    jobs = [(args.study, s, args.boot, args.derived, args.jitter_nd, budgets) for s in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = [r for part in pool.map(run, jobs) for r in part]
     n_sweeps = len({(r["seed"], r["design"]) for r in rows})

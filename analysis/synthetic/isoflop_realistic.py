@@ -124,13 +124,16 @@ def realistic_points(sweep: RealisticSweep) -> pl.DataFrame:
     return pl.concat(rows)
 
 
-def realistic_study(seed: int = 0, n: int = 24) -> tuple[RealisticSweep, ...]:
+def realistic_study(
+    seed: int = 0, n: int = 24, budget_counts: tuple[int, ...] = (4, 5, 6, 8)
+) -> tuple[RealisticSweep, ...]:
     """``n`` sweeps drawn from the ranges of the module docstring, reproducibly from
-    ``seed`` (sweep i's own draws are seeded by 10_000 seed + i)."""
+    ``seed`` (sweep i's own draws are seeded by 10_000 seed + i); each sweep's number of
+    budgets is drawn from ``budget_counts`` (docs/isoflop.md: 8-12 as published sweeps)."""
     rng = np.random.default_rng([seed, 7919])
     out = []
     for i in range(n):
-        k = int(rng.choice([4, 5, 6, 8]))
+        k = int(rng.choice(list(budget_counts)))
         span = rng.uniform(2.0, 3.5)
         lo = rng.uniform(16.0, 19.0 - span / 2)
         budgets = tuple(float(c) for c in np.logspace(lo, lo + span, k))

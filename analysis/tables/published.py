@@ -1,5 +1,5 @@
 """Published constants and data the fits are checked against (Hoffmann et al. 2022, Besiroglu
-et al. 2024, Muennighoff et al. 2023, Kim et al. 2025).
+et al. 2024, Muennighoff et al. 2023, Porian et al. 2024, Kim et al. 2025).
 
 Every number here is a published fact, cited where it is declared; tests and notebooks
 import them from here rather than retyping them.
@@ -22,8 +22,10 @@ __all__ = [
     "KIM",
     "MUENNIGHOFF",
     "MUENNIGHOFF_CHECKS",
+    "PORIAN_EXPONENTS",
     "load_epoch_chinchilla",
     "load_muennighoff_c4",
+    "load_porian_isoflops",
 ]
 
 HOFFMANN = {"A": 406.4, "B": 410.7, "E": 1.69, "alpha": 0.34, "beta": 0.28}
@@ -119,3 +121,41 @@ def load_muennighoff_c4() -> pl.DataFrame:
     with resources.as_file(path) as p:
         return pl.read_csv(p, schema={"name": pl.String, "N": pl.Float64, "D": pl.Float64,
                                       "U": pl.Float64, "loss": pl.Float64})
+
+
+PORIAN_EXPONENTS = {
+    "rw-base-long-kaplan-kaplan-train": 0.8337679322841748,
+    "rw-base-long-kaplan-standard-val": 0.7008992037256913,
+    "rw-base-short-kaplan-standard-val": 0.6035277580839369,
+    "rw-base-short-chinchilla-standard-val": 0.5714248897446623,
+    "rw-tuned-short-const-standard-val": 0.49702879549161855,
+    "rw-base-long-kaplan-attention-train": 0.7159159360671492,
+    "rw-base-short-kaplan-attention-train": 0.6240122344160747,
+    "rw-base-short-chinchilla-attention-train": 0.5778107104483554,
+    "rw-tuned-short-const-attention-train": 0.5040658333609918,
+    "rw-tuned-long-const-kaplan-train": 0.7080587881192976,
+    "owt2-base-long-kaplan-kaplan-train": 0.8699922654078757,
+    "owt2-base-long-kaplan-standard-val": 0.699987265802479,
+    "owt2-base-short-kaplan-standard-val": 0.6016112484346736,
+    "owt2-base-short-chinchilla-standard-val": 0.5688896641379275,
+    "owt2-tuned-short-const-standard-val": 0.5184058116244237,
+}
+"""Porian et al. 2024 ("Resolving Discrepancies in Compute-Optimal Scaling of Language
+Models", arXiv 2406.19146): the exponent a of N*(C) ∝ C^a of each of their 15
+configurations (dataset-hparams-warmup-decay-param count-loss split), fitted by the
+authors' own procedure: per budget, the argmin of an Akima interpolation of log loss over
+log N, then an unweighted least-squares line of log N* on log C (``fit_results["basic"]
+["n_exponent"]`` of formll/resolving-scaling-law-discrepancies, ``data/summary_df*.pickle.xz``)."""
+
+
+def load_porian_isoflops() -> pl.DataFrame:
+    """Porian et al.'s isoFLOP points of their 15 configurations as (config, C, N, D, loss):
+    12 budgets (11 in three configurations) from 1.25e16 to 2.56e19 FLOPs, 5-16 model sizes
+    each, the loss of each model read off its training curve at the budget (the authors'
+    ``optimal_pairs`` ``n_vals``/``loss_vals``); D = C / (6 N), N as the configuration counts
+    it. ``PORIAN_EXPONENTS`` holds the authors' exponent of each (analysis/data/README.md)."""
+    path = resources.files("analysis") / "data" / "porian2024_isoflops.csv"
+    with resources.as_file(path) as p:
+        df = pl.read_csv(p, schema={"config": pl.String, "C": pl.Float64, "N": pl.Float64,
+                                    "loss": pl.Float64})
+    return df.with_columns((pl.col("C") / (6.0 * pl.col("N"))).alias("D")).select("config", "C", "N", "D", "loss")
