@@ -55,6 +55,7 @@ from ._param_io import (
     restore_fp32_state,
     write_params_,
 )
+from ._settings_state import SettingsState
 from ._validate import (
     SETTINGS_KEY,
     check_bool,
@@ -311,7 +312,7 @@ def _store_moments_(ps, ms, vs, ms32, vs32, steps: list[int], ids: list[int], *,
         stochastic_round_(v, v32, seed=seed, step=step, param_id=moment_sr_id(pid, 1), offset=offset)
 
 
-class AdamW(torch.optim.Optimizer):
+class AdamW(SettingsState, torch.optim.Optimizer):
     """AdamW (decoupled weight decay) for fp32 or bf16 params; see the module docstring.
 
     Args:
@@ -344,6 +345,8 @@ class AdamW(torch.optim.Optimizer):
     stochastic_rounding, master_weights, seed and foreach; ``load_state_dict`` refuses one whose
     settings differ (``optim._validate.check_saved_settings``).
     """
+
+    _SETTINGS = ("moment_dtype", "stochastic_rounding", "master_weights", "seed", "foreach")
 
     def __init__(
         self,

@@ -53,6 +53,7 @@ from optim._param_io import (
     restore_fp32_state,
     write_param_,
 )
+from optim._settings_state import SettingsState
 from optim._validate import (
     SETTINGS_KEY,
     check_bool,
@@ -199,7 +200,7 @@ def _per_block(fn, k: int):
     return apply
 
 
-class Muon(torch.optim.Optimizer):
+class Muon(SettingsState, torch.optim.Optimizer):
     """Muon for matrix params, optionally AdamW for ``use_muon=False`` groups (module docstring).
 
     Args:
@@ -243,6 +244,10 @@ class Muon(torch.optim.Optimizer):
     lack Muon's keys (e.g. a ``torch.optim.Muon`` one), and warns on one with no settings.
     """
 
+    _SETTINGS = ("ns_dtype", "ns_backend", "stochastic_rounding", "seed", "process_group", "foreach",
+                 "distributed_mode")
+    _SHARED = ("process_group",)
+
     def __init__(
         self,
         params,
@@ -277,7 +282,7 @@ class Muon(torch.optim.Optimizer):
         self.seed = seed
         self.process_group = process_group
         self.foreach = True if foreach is None else foreach
-        self._workspace = Workspace()  # the CPU path's scratch (``optim.workspace``), never saved
+        self._new_scratch()  # the CPU path's workspace (``optim.workspace``), never saved or copied
         for group in self.param_groups:
             self._check_group(group)
             tensorize_group_(group, self.defaults)
@@ -431,6 +436,9 @@ class Muon(torch.optim.Optimizer):
                 o = done[0] if len(done) == 1 else torch.stack(done)
                 self._apply(p, _group, o, pid, sr_step)
         return loss
+
+    def _new_scratch(self) -> None:
+        self._workspace = Workspace()
 
     def _one_at_a_time(self, live: list[Tensor]) -> bool:
         """Whether ``step`` takes the Muon params one by one through momentum, NS and update:

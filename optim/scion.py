@@ -31,6 +31,7 @@ from torch import nn
 from ._hyper import as_tensor, is_compiling, tensorize_group_
 from ._param_io import advance_steps_, local, params_with_grads, restore_fp32_state, write_param_
 from ._roles import EMBED_NAMES, HEAD_NAMES, param_roles, warn_likely_heads
+from ._settings_state import SettingsState
 from ._validate import (
     SETTINGS_KEY,
     check_bool,
@@ -90,7 +91,7 @@ def _local_rows(full: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return full[tuple(slice(o, o + n) for o, n in zip(offset, shape))]
 
 
-class Scion(torch.optim.Optimizer):
+class Scion(SettingsState, torch.optim.Optimizer):
     """Scion / uSCG optimizer (a ``torch.optim.Optimizer``); see the module docstring.
 
     Args:
@@ -121,6 +122,9 @@ class Scion(torch.optim.Optimizer):
     A 3-D weight [E, out, in] in a ``Spectral()`` group is a batch of E matrices, each with its
     own polar factor (``Auto`` and ``scion_param_groups`` treat ≥3-D weights as conv filters).
     """
+
+    _SETTINGS = ("stochastic_rounding", "seed", "distributed_mode", "process_group")
+    _SHARED = ("process_group",)
 
     def __init__(
         self,
