@@ -21,12 +21,13 @@ Rows, each timed against the torch reference of its block (ratio = ms / ms of th
 Each optimizer has its own copy of the params and its own state; the grads are shared tensors
 (no optimizer writes them). One warm-up step per optimizer, then ``--reps`` repetitions in
 which the optimizers take turns (A, B, C, then C, B, A: drift hits all alike), each timing
-``--steps`` steps; the table prints the median ms/step over repetitions, and the Muon lines
-the quartiles of the per-repetition ratios (optim / torch within one repetition), whose spread
-is the machine's noise. On a shared CPU, ``--threads 1 --clock process`` times CPU seconds of
-one thread, which other processes' load does not inflate (their use of the same caches and
-memory bandwidth still does). ``--block muon`` times only the Muon rows. Nothing is asserted:
-the numbers describe the machine.
+``--steps`` steps; the table prints the median ms/step over repetitions, and the Muon lines the
+quartiles of the per-repetition ratios (optim / torch within one repetition), whose spread is
+the machine's noise, and the minor page faults per step of each row (fresh memory the allocator
+took back from the system: its cost is system time, in the process clock). On a shared CPU,
+``--threads 1 --clock process`` times CPU seconds of one thread, which other processes' load
+does not inflate (their use of the same caches and memory bandwidth still does). ``--block
+muon`` times only the Muon rows. Nothing is asserted: the numbers describe the machine.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import argparse
 import math
 import os
 import platform
+import resource
 import statistics
 from collections.abc import Callable
 
@@ -80,20 +82,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clock) -> dict[str, list[float]]:
-    """Seconds per step of each callable in each repetition: warm-up, then interleaved repetitions."""
+def _time(steps: dict[str, Callable[[], object]], reps: int, n: int, device, clock
+          ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Seconds per step of each callable in each repetition (warm-up, then interleaved
+    repetitions), and the minor page faults per step this process took meanwhile."""
     for fn in steps.values():
         fn()
     _sync(device)
     samples: dict[str, list[float]] = {k: [] for k in steps}
+    faults: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(reps):
         for name in list(steps) if r % 2 == 0 else reversed(list(steps)):
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = clock()
             for _ in range(n):
                 steps[name]()
             _sync(device)
             samples[name].append((clock() - t0) / n)
-    return samples
+            faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / n)
+    return samples, faults
 
 
 def _spread(num: list[float], den: list[float]) -> str:
@@ -162,7 +169,8 @@ def main() -> None:
     }
     rows = _optimizers(shapes, grads, device, args.block)
     load0 = os.getloadavg()
-    samples = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device, clock)
+    samples, faults = _time({name: opt.step for name, (_, _, opt) in rows.items()}, args.reps, args.steps, device,
+                            clock)
     load1 = os.getloadavg()
     t = {k: statistics.median(v) for k, v in samples.items()}
 
@@ -190,6 +198,8 @@ def main() -> None:
               + ", ".join(f"{n} {t[n] / t[ref]:.3f}" for n in muon))
         print("per-repetition ratios q25/median/q75: "
               + ", ".join(f"{n} {_spread(samples[n], samples[ref])}" for n in muon))
+    print("minor page faults per step (median; memory the allocator took back from the system): "
+          + ", ".join(f"{n} {statistics.median(faults[n]):,.0f}" for n in rows))
 
 if __name__ == "__main__":
     main()
