@@ -61,8 +61,9 @@ def newton_schulz(
         overwrite: G is scratch the caller gives up (Muon's fresh U): the prescale then
             scales it in place instead of in a new fp32 buffer. G's values are lost.
         workspace: on the CPU, the buffers every tensor of the iteration is written into
-            (``optim.workspace``: no allocation after the first call per shape). The result
-            then lives in the workspace, valid until its next call with the same shape.
+            (``optim.workspace``: no allocation once its buffers have grown to the largest
+            matrix). The result then lives in the workspace, valid until the next call that
+            uses the same workspace.
 
     A zero matrix returns zeros, never NaN (EPS = 1e-30 in the prescale denominator).
     """

@@ -9,8 +9,8 @@ buffer once and hands the same tensor back on every call: no allocation, no faul
 the first step. CUDA's caching allocator already reuses freed blocks, so only the CPU paths
 take one.
 
-A buffer's contents are valid until the next ``get`` of the same key: callers use a result
-that lives in the workspace before they ask for the same buffer again.
+A buffer's contents are valid until the next ``get`` of the same name (with any shape):
+callers use a result that lives in the workspace before they ask for that buffer again.
 """
 
 from __future__ import annotations
