@@ -11,7 +11,7 @@ the row's ranges, E uniform in [1.8, 2.2], Gaussian noise of SD sigma per point;
 ``analysis.recipes.extrapolation.holdout_check`` refits without the k largest and predicts
 them. Prints a markdown table (``Coverage.HEADER``) and the seconds it took.
 
-``--2d``: the table of the two-variable laws (``analysis.fit.prediction.coverage_2d``,
+``--2d``: the table of the two-variable laws (``analysis.synthetic.prediction_2d.coverage_2d``,
 ``ROWS_2D``): chinchilla and data_constrained studies with known truth, the largest N held
 out, the delta-method 95% interval through the refit (both stages for data_constrained).
 
@@ -31,8 +31,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from analysis.fit.prediction import Coverage2D, coverage_2d, holdout_largest_2d, simulate_2d
+from analysis.fit.prediction import holdout_largest_2d
 from analysis.recipes.extrapolation import Coverage, holdout_coverage
+from analysis.synthetic.prediction_2d import Coverage2D, coverage_2d, simulate_2d
 
 ROWS = (
     # (n, span, k, sigma, extra keywords)

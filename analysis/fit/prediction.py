@@ -43,8 +43,8 @@ Not identified, said in words instead of a number (``Holdout2D.why``):
   while a decade moves a held-out prediction by more than s (the saturation is too curved
   over that range for a linear interval).
 
-Coverage on synthetic studies with known truth (``coverage_2d``; bench/extrapolation_coverage.py
---2d, docs/extrapolation.md): 93-96% of held-out chinchilla runs and 91-95% of
+Coverage on synthetic studies with known truth (``analysis.synthetic.prediction_2d.coverage_2d``;
+bench/extrapolation_coverage.py --2d, docs/extrapolation.md): 93-96% of held-out chinchilla runs and 91-95% of
 data_constrained runs inside their 95% intervals. Pure numpy/scipy/polars.
 """
 
@@ -63,9 +63,8 @@ from analysis.fit.diagnostics import at_bounds
 from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla, DataConstrained, Law
 
-__all__ = ["EXPONENT_STEP", "LAWS_2D", "MAX_CONDITION", "PARAMS_2D", "Coverage2D", "HeldOutRun",
-           "HeldOutSummary", "count_label",
-           "Holdout2D", "coverage_2d", "holdout_largest_2d", "min_sizes_2d", "simulate_2d"]
+__all__ = ["EXPONENT_STEP", "LAWS_2D", "MAX_CONDITION", "PARAMS_2D", "HeldOutRun", "HeldOutSummary",
+           "Holdout2D", "count_label", "holdout_largest_2d", "law_2d", "min_sizes_2d"]
 
 LAWS_2D = ("chinchilla", "data_constrained")
 PARAMS_2D = {"chinchilla": 5, "data_constrained": 7}
@@ -169,11 +168,11 @@ class Holdout2D(HeldOutSummary):
 def min_sizes_2d(law: str) -> int:
     """Distinct N a refit needs at the least: 2 (a law of N and D is not fitted on one N).
     The runs it needs are checked by the refit itself (parameters + 1)."""
-    _law(law)
+    law_2d(law)
     return 2
 
 
-def _law(name: str) -> Law:
+def law_2d(name: str) -> Law:
     if name == "chinchilla":
         return Chinchilla()
     if name == "data_constrained":
@@ -331,7 +330,7 @@ def holdout_largest_2d(data: pl.DataFrame, law: str, k: int, level: float = 0.95
     its ``k`` largest distinct N, predict those runs with ``level`` prediction intervals
     (module docstring). A refit that cannot be made or is not identified gives a Holdout2D
     with no points and ``why`` in numbers."""
-    lw = _law(law)
+    lw = law_2d(law)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise AnalysisInputError(f"holdout k must be an integer >= 1, got {k!r}")
     if not 0 < level < 1:
@@ -378,156 +377,3 @@ def holdout_largest_2d(data: pl.DataFrame, law: str, k: int, level: float = 0.95
     pts.sort(key=lambda r: (r.N, r.D, r.U))
     return Holdout2D(**base, runs=train.height, points=tuple(pts), refit=dict(fit.params),
                      dof=dof)
-
-
-# ----------------------------------------------------------------------------- coverage
-
-DESIGNS = ("grid", "isoflop")
-GRID_TPP = (5.0, 10.0, 20.0, 40.0, 80.0)
-"""Tokens per parameter of each size in the "grid" design."""
-DC_U_FACTORS = (0.05, 0.15, 0.4, 2.5, 6.0, 15.0)
-"""Unique tokens of a data-constrained study's runs at size N, in units of U_opt(N) (the U
-whose N_opt(U) is N): 0.05-0.4 have excess parameters (N > N_opt(U): R_N* acts), the
-others do not (their one-epoch runs fit stage 1)."""
-DC_EPOCHS = (1.0, 4.0, 16.0, 40.0)
-
-
-@dataclass(frozen=True)
-class Truth2D:
-    """A synthetic study's law: natural parameters, and the law's name."""
-
-    law: str
-    params: dict[str, float]
-
-
-def _draw_truth(rng: np.random.Generator, law: str) -> Truth2D:
-    """chinchilla: A log-uniform in [200, 1000], B log-uniform in [200, 2000], E uniform in
-    [1.6, 2.0], alpha in [0.28, 0.45], beta in [0.25, 0.40] (around Hoffmann et al.'s and
-    Besiroglu et al.'s estimates, arXiv 2203.15556, 2404.10102). data_constrained (around
-    Muennighoff et al.'s C4 fit, arXiv 2305.16264: A = 521, B = 1488 = 2.86 A, alpha = beta =
-    0.353, R_D* = 15.4, R_N* = 5.3): A log-uniform in [300, 700], B = A x log-uniform [2, 4]
-    (7 to 50 tokens per parameter at the compute optimum), E in [1.6, 2.0], alpha in [0.30,
-    0.40], beta = alpha x [0.85, 1.0] (N_opt(U) grows no faster than U, as fitted), R_D*
-    log-uniform in [5, 30], R_N* in [2, 15]."""
-    def lu(a: float, b: float) -> float:
-        return float(np.exp(rng.uniform(math.log(a), math.log(b))))
-
-    if law == "chinchilla":
-        p = {"A": lu(200, 1000), "B": lu(200, 2000), "E": float(rng.uniform(1.6, 2.0)),
-             "alpha": float(rng.uniform(0.28, 0.45)), "beta": float(rng.uniform(0.25, 0.40))}
-        return Truth2D(law, p)
-    alpha = float(rng.uniform(0.30, 0.40))
-    A = lu(300, 700)
-    p = {"A": A, "B": A * lu(2.0, 4.0), "E": float(rng.uniform(1.6, 2.0)),
-         "alpha": alpha, "beta": alpha * float(rng.uniform(0.85, 1.0)),
-         "R_D": lu(5, 30), "R_N": lu(2, 15)}
-    return Truth2D(law, p)
-
-
-def simulate_2d(rng: np.random.Generator, law: str, n_sizes: int, sigma: float, *,
-                design: str = "grid", span: float = 100.0, n_max: float = 1e9,
-                truth: Truth2D | None = None) -> tuple[pl.DataFrame, Truth2D]:
-    """One synthetic study: ``n_sizes`` sizes N log-spaced over ``span`` up to ``n_max``, the
-    law's truth drawn (``_draw_truth``) unless given, Gaussian noise of SD ``sigma`` nats per
-    run. Returns (runs: N, D[, U], loss, truth), the truth.
-
-    chinchilla, ``design`` "grid": each size at ``GRID_TPP`` tokens per parameter;
-    "isoflop": each size at D = 20 N r^m for every integer m with 2 <= D / N <= 200, r the
-    ratio of neighbouring sizes, so the runs lie on shared budgets C = 6 N D = 120 N_1^2
-    r^(2i + m) (isoFLOP curves through every size). data_constrained: each size at U =
-    ``DC_U_FACTORS`` x U_opt(N) and ``DC_EPOCHS`` epochs (D = epochs x U)."""
-    lw = _law(law)
-    if design not in DESIGNS:
-        raise AnalysisInputError(f"design must be one of {list(DESIGNS)}, got '{design}'")
-    truth = truth or _draw_truth(rng, law)
-    sizes = np.geomspace(n_max / span, n_max, n_sizes)
-    cols: dict[str, list[float]] = {"N": [], "D": [], "U": []}
-    if law == "chinchilla":
-        if design == "grid":
-            tpp = [np.array(GRID_TPP)] * n_sizes
-        else:
-            r = span ** (1.0 / (n_sizes - 1))
-            m = np.arange(math.ceil(-math.log(10) / math.log(r) - 1e-9),
-                          math.floor(math.log(10) / math.log(r) + 1e-9) + 1)
-            tpp = [20.0 * r ** m] * n_sizes
-        for N, t in zip(sizes, tpp):
-            cols["N"] += [float(N)] * t.size
-            cols["D"] += list(N * t)
-    else:
-        p = truth.params
-        a, b = p["alpha"], p["beta"]
-        G = (a * p["A"] / (b * p["B"])) ** (1.0 / (a + b))
-        kk = b / a
-        for N in sizes:
-            u_opt = (N / G ** (1 + kk)) ** (1 / kk)  # N_opt(u_opt) = N
-            for f in DC_U_FACTORS:
-                for ep in DC_EPOCHS:
-                    cols["N"].append(float(N))
-                    cols["U"].append(float(f * u_opt))
-                    cols["D"].append(float(f * u_opt * ep))
-    X = {c: np.array(v) for c, v in cols.items() if c in lw.columns}
-    clean = lw.predict(truth.params, X)
-    loss = clean + sigma * rng.standard_normal(clean.size)
-    return pl.DataFrame({**X, "loss": loss, "truth": clean}), truth
-
-
-@dataclass(frozen=True)
-class Coverage2D:
-    """How often ``holdout_largest_2d``'s intervals cover, over simulated studies."""
-
-    law: str
-    design: str
-    n_sizes: int
-    k: int
-    sigma: float
-    studies: int
-    checked: int  # studies whose refit gave intervals (the others: ``why``)
-    runs: float  # share of held-out observations inside their interval
-    studies_covered: float  # share of checked studies with every held-out run covered
-    truth: float  # share of held-out noise-free losses inside their interval
-    median_abs_error: float  # nats
-    median_width: float  # median hi - lo, nats
-
-    HEADER = ("| law | design | sizes | k | sigma | checked | runs covered | studies all covered "
-              "| truth covered | median abs error | median PI width |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|")
-
-    def row(self) -> str:
-        """A markdown table row under ``HEADER``."""
-        return (f"| {self.law} | {self.design} | {self.n_sizes} | {self.k} | {self.sigma:g} | "
-                f"{self.checked}/{self.studies} | {100 * self.runs:.1f}% | "
-                f"{100 * self.studies_covered:.1f}% | {100 * self.truth:.1f}% | "
-                f"{self.median_abs_error:.4f} | {self.median_width:.4f} |")
-
-
-def coverage_2d(law: str, n_sizes: int, sigma: float, *, k: int = 1, design: str = "grid",
-                studies: int = 200, seed: int = 0, level: float = 0.95,
-                **study) -> Coverage2D:
-    """``holdout_largest_2d`` on ``studies`` synthetic studies (``simulate_2d``, seeds ``seed``
-    .. ``seed + studies - 1``); ``study``: simulate_2d's other keywords (span, n_max)."""
-    hit = tot = all_hit = truth_hit = checked = 0
-    errors, widths = [], []
-    for s in range(seed, seed + studies):
-        runs, _ = simulate_2d(np.random.default_rng(s), law, n_sizes, sigma, design=design,
-                              **study)
-        chk = holdout_largest_2d(runs, law, k, level)
-        if not chk.checked:
-            continue
-        checked += 1
-        all_hit += chk.covered
-        cols = ["N", "D"] + (["U"] if law == "data_constrained" else [])
-        truth = {tuple(r[:-1]): r[-1] for r in runs.select(*cols, "truth").iter_rows()}
-        for p in chk.points:
-            tot += 1
-            hit += p.covered
-            key = (p.N, p.D) + ((p.U,) if law == "data_constrained" else ())
-            truth_hit += p.lo <= truth[key] <= p.hi
-            errors.append(abs(p.error))
-            widths.append(p.hi - p.lo)
-    nan = float("nan")
-    return Coverage2D(law=law, design=design, n_sizes=n_sizes, k=k, sigma=sigma,
-                      studies=studies, checked=checked, runs=hit / tot if tot else nan,
-                      studies_covered=all_hit / checked if checked else nan,
-                      truth=truth_hit / tot if tot else nan,
-                      median_abs_error=float(np.median(errors)) if errors else nan,
-                      median_width=float(np.median(widths)) if widths else nan)

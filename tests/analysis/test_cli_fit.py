@@ -7,7 +7,8 @@ import pytest
 from _cli_exit import exit_code as run
 from _cli_exit import run_cli
 
-from analysis.fit.prediction import holdout_largest_2d, simulate_2d
+from analysis.fit.prediction import holdout_largest_2d
+from analysis.synthetic.prediction_2d import simulate_2d
 from analysis.synthetic.runs import synthetic_runs
 
 

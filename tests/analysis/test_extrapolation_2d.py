@@ -1,6 +1,6 @@
 """The extrapolation check of a law of (N, D[, U]): analysis.fit.prediction.holdout_largest_2d.
 
-Synthetic truth (``prediction.simulate_2d``; docs/extrapolation.md has the full table):
+Synthetic truth (``analysis.synthetic.prediction_2d.simulate_2d``; docs/extrapolation.md has the full table):
 chinchilla L = E + A/N^alpha + B/D^beta with A log-uniform in [200, 1000], B in [200, 2000],
 E in [1.6, 2.0], alpha in [0.28, 0.45], beta in [0.25, 0.40]; data_constrained (Muennighoff
 et al. 2023, arXiv 2305.16264) with A in [300, 700], B = A x [2, 4], alpha in [0.30, 0.40],
@@ -18,12 +18,8 @@ import polars as pl
 import pytest
 
 from analysis import AnalysisInputError, Chinchilla
-from analysis.fit.prediction import (
-    Holdout2D,
-    coverage_2d,
-    holdout_largest_2d,
-    simulate_2d,
-)
+from analysis.fit.prediction import Holdout2D, holdout_largest_2d
+from analysis.synthetic.prediction_2d import coverage_2d, simulate_2d
 from analysis.tables.published import HOFFMANN
 
 
