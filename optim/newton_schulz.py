@@ -158,9 +158,9 @@ def _ns_torch(X: Tensor, triples, ws: Workspace | None = None) -> Tensor:
 def _ns_matrix(X: Tensor, triples, ws: Workspace | None = None) -> Tensor:
     """The NS steps on one matrix X [m, n] with 2-D GEMMs (mm, addmm). On CPU these are
     1.3-2.5x faster than the same products as baddbmm over a batch, even a batch of one
-    (bf16, torch 2.13, one thread; ``bench/optim_step.py``'s Muon rows). With a workspace
-    every product goes into a buffer kept across calls (A, B [m, m]; X ping-pongs between
-    two [m, n]), the same bits as the fresh tensors."""
+    (bf16, torch 2.13, one thread; the Muon rows of ``bench/optim_step.py`` in the scalelab
+    repository). With a workspace every product goes into a buffer kept across calls (A, B
+    [m, m]; X ping-pongs between two [m, n]), the same bits as the fresh tensors."""
     if ws is None:
         for a, b, c in triples:
             A = X @ X.mT  # [m, m]

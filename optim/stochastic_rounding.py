@@ -30,9 +30,10 @@ uniform. Values that round past the bf16 maximum become inf (as in torchao); ±i
 
 Why this hash and not Philox. The bits used to come from Philox-4x32-10 (Salmon et al., SC'11;
 Triton's ``tl.randint4x``): ten rounds of 32x32->64-bit products written as ~200 small int64
-torch ops per parameter. ``bench/sr_adamw_step.py`` (one bf16 ``AdamW(stochastic_rounding=True)``
-step over one fp32 AdamW step on the same shapes, one CPU thread, process CPU time, medians of
-interleaved repeats; 2-core AMD EPYC shared with other jobs, 1-min load 2.7-3.0) measured
+torch ops per parameter. ``bench/sr_adamw_step.py`` in the scalelab repository (one bf16
+``AdamW(stochastic_rounding=True)`` step over one fp32 AdamW step on the same shapes, one CPU
+thread, process CPU time, medians of interleaved repeats; 2-core AMD EPYC shared with other
+jobs, 1-min load 2.7-3.0) measured
 
     case (params, tensors)          Philox (before)   lowbias32 pairs (now)
     GPT d=256, 4 layers (3.5M, 52)      12.5x              1.9x - 2.1x
@@ -44,18 +45,18 @@ loaded machine: the longer SR step is pre-empted more often, its fastest wall ti
 the fastest fp32 one). Option (b), a cheaper Philox, was not tried: by our count (not
 measured), 10 rounds of two 32x32->64-bit products per 8 elements, each product split to fit
 int64, plus unpacking 8 halves, needs more int64 passes than the rounding's whole budget, and
-small params are bound by the per-op overhead (~2 us
-an op here), which only fewer ops reduce. The hash costs 12 int32 ops on n/2 words, the
-rounding 4 passes over n and a sum; eager code also slices a cached arange for the counters,
-passes its constants as 0-d tensors (an op with a Python scalar costs twice as much) and looks
-for NaNs with one sum before paying for isnan + masked_fill. Unbiasedness needs r uniform and
-independent of x, not cryptographic strength; optim/tests/test_stochastic_rounding.py checks
-it with stated bounds (chi-square over 256 bins of the high and low 8 bits of r, over one key
-and over 256 keys; joint chi-squares of the two halves of a pair and of consecutive steps;
-correlations ~0 between neighbouring elements, steps and params; each element's mean rounding
-error over 512 steps), and those checks fail for a multiply-only hash or a step-blind key.
-k_p has 32 bits: two (step, param, piece) keys collide with probability 2^-32 a pair, which
-only makes two roundings share one noise pattern.
+small params are bound by the per-op overhead (~2 us an op here), which only fewer ops reduce.
+The hash costs 12 int32 ops on n/2 words, the rounding 4 passes over n and a sum; eager code
+also slices a cached arange for the counters, passes its constants as 0-d tensors (an op with a
+Python scalar costs twice as much) and looks for NaNs with one sum before paying for isnan +
+masked_fill. Unbiasedness needs r uniform and independent of x, not cryptographic strength;
+optim/tests/test_stochastic_rounding.py (in the scalelab repository) checks it with stated
+bounds (chi-square over 256 bins of the high and low 8 bits of r, over one key and over 256
+keys; joint chi-squares of the two halves of a pair and of consecutive steps; correlations ~0
+between neighbouring elements, steps and params; each element's mean rounding error over 512
+steps), and those checks fail for a multiply-only hash or a step-blind key. k_p has 32 bits:
+two (step, param, piece) keys collide with probability 2^-32 a pair, which only makes two
+roundings share one noise pattern.
 
 Under ``torch.compile`` the step is a symbolic int; SplitMix64 on it made index expressions
 with 64-bit constants that Inductor could not print (int64 overflow at code generation), so
