@@ -76,12 +76,12 @@ from optim.distributed import (
     is_dtensor,
     local_matrix_apply,
 )
+from optim.muon_update import SHAPE_SCALES, is_batched, muon_momentum_, piece_shape, row_blocks, shape_scale
 from optim.newton_schulz import BACKENDS, newton_schulz
 from optim.workspace import Workspace
 
 __all__ = ["SHAPE_SCALES", "Muon", "muon_momentum_", "shape_scale"]
 
-SHAPE_SCALES = ("jordan", "spectral", "moonlight")
 MODES = ("auto", "none", "ddp", "fsdp")
 def _ns_chunks(mats: list[Tensor]) -> list[list[int]]:
     """Indices of ``mats`` by (shape, dtype, device), in order: on a GPU one stack per kind
@@ -99,79 +99,6 @@ def _ns_chunks(mats: list[Tensor]) -> list[list[int]]:
 
 
 _SR_ID_BASE = 1 << 32  # SR param ids of Muon params; the AdamW groups number theirs from 0
-
-
-def _blocks(group: dict) -> int:
-    """Row blocks orthogonalised apart (group key ``blocks``; 1 when absent, as in state_dicts
-    saved before the key existed)."""
-    return int(group.get("blocks", 1))
-
-
-def _batched(group: dict) -> bool:
-    """Whether the group's ≥3-D weights are batches of matrices over their leading dims (group
-    key ``batched``; False when absent: flattened to [d_out, d_in·k·k] like a conv filter)."""
-    return bool(group.get("batched", False))
-
-
-def _piece_shape(group: dict, shape: tuple[int, ...]) -> tuple[int, int, int]:
-    """(count, rows, cols) of the matrices a param (or its update) of ``shape`` splits into:
-    ``batched``: prod(leading dims) matrices [d_out, d_in]; else one [shape[0], prod(rest)]
-    matrix (conv filters flattened); either way each cut into ``blocks`` row blocks."""
-    k = _blocks(group)
-    if _batched(group):
-        lead, rows, cols = math.prod(shape[:-2]), shape[-2], shape[-1]
-    else:
-        lead, rows, cols = 1, shape[0], math.prod(shape[1:])
-    return lead * k, rows // k, cols
-
-
-def shape_scale(mode: str, d_out: int, d_in: int) -> float:
-    """Update multiplier s for a [d_out, d_in] matrix.
-
-    "jordan": max(1, d_out/d_in)^0.5 (KellerJordan; torch "original");
-    "spectral": sqrt(d_out/d_in) (Scion, Dion "spectral_norm");
-    "moonlight": 0.2·sqrt(max(d_out, d_in)) (Moonlight; torch "match_rms_adamw"): the
-    update RMS is then about 0.2, like AdamW's, so both can share lr and wd.
-    """
-    if mode == "jordan":
-        return math.sqrt(max(1.0, d_out / d_in))
-    if mode == "spectral":
-        return math.sqrt(d_out / d_in)
-    if mode == "moonlight":
-        return 0.2 * math.sqrt(max(d_out, d_in))
-    raise ValueError(f"Muon: unknown shape_scale {mode!r}; expected one of {SHAPE_SCALES}")
-
-
-def muon_momentum_(bufs: list[Tensor], grads: list[Tensor], mu: float | Tensor, *, nesterov: bool,
-                   foreach: bool, outs: list[Tensor] | None = None) -> list[Tensor]:
-    """M <- μM + G in place on the fp32 momentum buffers; returns U = G + μM (Nesterov) or M.
-
-    bufs, grads: fp32 tensors of matching shapes ([rows, ...] local rows under FSDP).
-    foreach: ``torch._foreach_*`` ops (all tensors on one device), else a per-tensor loop;
-        bitwise equal (the same ops, tensor by tensor). M is updated in place by one
-        ``_axpy`` per tensor (no foreach op writes G + μM into M), so M and U cost one pass
-        each, as torch.optim.Muon's two ``lerp``.
-    outs: tensors to write each Nesterov U into (a workspace's; the same bits as fresh ones).
-    """
-    for buf, g in zip(bufs, grads):  # M <- G + μM in place, one pass per tensor
-        _axpy(g, buf, mu, out=buf)
-    if not nesterov:
-        return list(bufs)
-    if outs is not None:
-        return [_axpy(g, buf, mu, out=o) for buf, g, o in zip(bufs, grads, outs)]
-    if not foreach:
-        return [_axpy(g, buf, mu) for buf, g in zip(bufs, grads)]
-    if torch.is_tensor(mu):
-        return list(torch._foreach_addcmul(grads, bufs, [mu] * len(bufs)))
-    return list(torch._foreach_add(grads, bufs, alpha=mu))
-
-
-def _axpy(g: Tensor, m: Tensor, mu: float | Tensor, out: Tensor | None = None) -> Tensor:
-    """G + μ·M in one pass: ``add`` with alpha for a number μ, ``addcmul`` for a 0-d tensor
-    (the same bits: both round μ·M + G once, checked by the tests)."""
-    if torch.is_tensor(mu):
-        return torch.addcmul(g, m, mu, out=out)
-    return torch.add(g, m, alpha=mu, out=out)
 
 
 def _check_settings(ns_dtype, ns_backend, stochastic_rounding, seed, distributed_mode, foreach) -> None:
@@ -313,9 +240,9 @@ class Muon(SettingsState, torch.optim.Optimizer):
         check_int("Muon", "blocks", group.get("blocks", 1), 1)
         check_bool("Muon", "batched", group.get("batched", False))
         check_real_params("Muon", group["params"], "Muon's orthogonalised updates (use_muon=True)")
-        blocks = _blocks(group)
+        blocks = row_blocks(group)
         for p in group["params"]:
-            if _batched(group) and is_dtensor(p):
+            if is_batched(group) and is_dtensor(p):
                 raise ValueError(
                     f"Muon: batched=True needs plain tensors, got a DTensor of shape {tuple(p.shape)}; "
                     "shard the experts' weights as separate matrices, or keep them unsharded"
@@ -326,7 +253,7 @@ class Muon(SettingsState, torch.optim.Optimizer):
                     "put vectors, embeddings and the head in a group with use_muon=False "
                     "(optim.routing.muon_param_groups does this by name)"
                 )
-            rows = p.shape[-2] if _batched(group) else p.shape[0]
+            rows = p.shape[-2] if is_batched(group) else p.shape[0]
             if rows % blocks:
                 raise ValueError(
                     f"Muon: blocks={blocks} needs matrices whose {rows} rows "
@@ -402,7 +329,7 @@ class Muon(SettingsState, torch.optim.Optimizer):
                 ns, ns_ws = self._ns_fn(group), self._ns_fn(group, ws)
                 for p, pid in zip(ps, ids):
                     (u,) = self._momentum(group, [p], ws)
-                    pieces = u.reshape(_piece_shape(group, tuple(u.shape))).unbind(0)
+                    pieces = u.reshape(piece_shape(group, tuple(u.shape))).unbind(0)
                     if len(pieces) == 1:  # the result lives in the workspace until the next matrix
                         o = ns_ws(pieces[0][None])[0]
                         if group["nesterov"] and o.dtype != u.dtype and (
@@ -424,12 +351,13 @@ class Muon(SettingsState, torch.optim.Optimizer):
                 if is_dtensor(p):  # local rows: the owner rank splits the gathered matrix (_orthogonalise)
                     pieces = u.reshape(1, u.shape[0], math.prod(u.shape[1:]))  # (an empty shard too)
                 else:
-                    pieces = u.reshape(_piece_shape(group, tuple(u.shape)))  # [count, rows, cols]
+                    pieces = u.reshape(piece_shape(group, tuple(u.shape)))  # [count, rows, cols]
                 jobs.setdefault(key, []).append((p, group, pieces, pid, next(sr_steps)))
         for items in jobs.values():
             ns = self._ns_fn(items[0][1])
             pairs = [(p, b) for p, _, pieces, *_ in items for b in pieces.unbind(0)]
-            blocks = [_blocks(g) if is_dtensor(p) else 1 for p, g, pieces, *_ in items for _ in range(pieces.shape[0])]
+            blocks = [row_blocks(g) if is_dtensor(p) else 1
+                      for p, g, pieces, *_ in items for _ in range(pieces.shape[0])]
             updates = iter(self._orthogonalise(pairs, ns, blocks))
             for p, _group, pieces, pid, sr_step in items:  # pieces back together (one: no copy)
                 done = [next(updates) for _ in range(pieces.shape[0])]
@@ -517,7 +445,7 @@ class Muon(SettingsState, torch.optim.Optimizer):
         """W <- W(1 - ηλ) - η·s·O on the local rows, written back in p's dtype (``sr_step``:
         the step count keying stochastic rounding, 0 when SR is off)."""
         lr, wd = group["lr"], group["weight_decay"]
-        _, rows, cols = _piece_shape(group, tuple(p.shape))
+        _, rows, cols = piece_shape(group, tuple(p.shape))
         s = shape_scale(group["shape_scale"], rows, cols)
         w = local(p)
         if w.dtype != torch.float32:
