@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.fit.diagnostics import at_bounds
 from analysis.fit.precision import COLUMN, PrecisionStudy, fit_precision
 from analysis.laws.precision_bits import BITS
 from analysis.laws.precision_gaps import Gap, paired_gaps
@@ -29,15 +30,10 @@ def _fmt_params(study: PrecisionStudy) -> str:
 
 
 def _base_unidentified(study: PrecisionStudy) -> set[str]:
-    """The base law's parameters (not the multipliers) the data do not identify."""
-    return {k for k in (*study.fit.not_identified, *_at_bound(study)) if not k.startswith("m_")}
-
-
-def _at_bound(study: PrecisionStudy) -> list[str]:
-    """The fit's free parameters that ended on their box (the warnings say so too)."""
-    f = study.fit
-    return [name for name, z, lo, hi in zip(f.free, f.z, f.lo, f.hi)
-            if min(z - lo, hi - z) <= 1e-6 * (hi - lo)]
+    """The base law's parameters (not the multipliers) the data do not identify: not
+    identified by their profiles, or ended on their box (``at_bounds``: the rule the fit's
+    own bound warnings use)."""
+    return {k for k in (*study.fit.not_identified, *at_bounds(study.fit)) if not k.startswith("m_")}
 
 
 def _gap_lines(gaps: list[Gap], reference: str) -> list[str]:
