@@ -26,7 +26,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.fit.power_law import SCALE
 
-__all__ = ["LABELS", "SEED_COLUMNS", "SizePoints", "best_cells", "cell_columns", "size_points"]
+__all__ = ["LABELS", "SEED_COLUMNS", "SizePoints", "best_cell_runs", "best_cells", "cell_columns", "size_points"]
 
 SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
 """Columns that tell seed replicates of one cell apart (never part of the cell)."""
@@ -54,12 +54,10 @@ def cell_columns(runs: pl.DataFrame) -> list[str]:
     return [c for c in ("block", *config, "N", "D_unique", "D_total") if c in runs.columns]
 
 
-def best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the best cell's runs per N: N, loss, seed, flops; the best cell per N: its
-    ``cols``, mean, seeds[, name of its first run]) of one recipe's runs (N, loss and
-    ``cols``)."""
-    if missing := {"N", "loss"} - set(frame.columns):
-        raise AnalysisInputError(f"runs need columns N and loss; missing {sorted(missing)}")
+def _ranked(frame: pl.DataFrame, cols: list[str], by: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(``frame`` with ``_order``, ``seed_label`` and ``_cell`` added; per ``by`` group the best
+    cell: ``_cell``, ``by``, mean, seeds, ``_order`` and ``cols``[, name]): the one ranking
+    (lowest mean, then more seeds, then first in run order)."""
     labels = [c for c in LABELS if c in frame.columns]
     ids: dict[tuple, int] = {}
     cell = [ids.setdefault(tuple(tuple(v) if isinstance(v, list) else v for v in key), len(ids))
@@ -68,18 +66,41 @@ def best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.D
         pl.coalesce([pl.col(c).cast(pl.String) for c in (*labels, "_order")]).alias("seed_label"),
         pl.Series("_cell", cell, dtype=pl.Int64))
     named = ["name"] if "name" in frame.columns and "name" not in cols else []
+    keys = [*by]
     stats = (frame.group_by("_cell")
              .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("seeds"),
-                  pl.col("_order").min(), pl.col("N").first(),
-                  *[pl.col(c).sort_by("_order").first() for c in (*cols, *named) if c != "N"])
-             .sort("N", "mean", pl.col("seeds"), "_order", descending=[False, False, True, False])
-             .group_by("N", maintain_order=True).first())
+                  pl.col("_order").min(), *[pl.col(c).first() for c in keys],
+                  *[pl.col(c).sort_by("_order").first() for c in (*cols, *named) if c not in keys])
+             .sort(*keys, "mean", pl.col("seeds"), "_order",
+                   descending=[False] * len(keys) + [False, True, False])
+             .group_by(keys, maintain_order=True).first())
+    return frame, stats
+
+
+def best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the best cell's runs per N: N, loss, seed, flops; the best cell per N: its
+    ``cols``, mean, seeds[, name of its first run]) of one recipe's runs (N, loss and
+    ``cols``)."""
+    if missing := {"N", "loss"} - set(frame.columns):
+        raise AnalysisInputError(f"runs need columns N and loss; missing {sorted(missing)}")
+    frame, stats = _ranked(frame, cols, ("N",))
     flops = (pl.col("flops").cast(pl.Float64) if "flops" in frame.columns
              else pl.lit(None, dtype=pl.Float64))
     rows = (frame.join(stats.select("_cell"), on="_cell")
             .select("N", "loss", pl.col("seed_label").alias("seed"), flops.alias("flops"))
             .sort("N", "seed"))
     return rows, stats.drop("_cell", "_order").sort("N")
+
+
+def best_cell_runs(frame: pl.DataFrame, cols: list[str], by: tuple[str, ...]) -> pl.DataFrame:
+    """Every column of the runs of each ``by`` group's best cell (the rule of ``best_cells``,
+    grouped by ``by`` in place of N alone), in run order: a joint law over (N, D, U) sees, per
+    point, the recipe's best hyperparameters with all their seeds, as the law in N does per N."""
+    if missing := {*by, "loss"} - set(frame.columns):
+        raise AnalysisInputError(f"runs need columns {sorted({*by, 'loss'})}; missing {sorted(missing)}")
+    ranked, stats = _ranked(frame, cols, by)
+    return (ranked.join(stats.select("_cell"), on="_cell").sort("_order")
+            .drop("_order", "seed_label", "_cell"))
 
 
 def size_points(rows: pl.DataFrame, scale: float = SCALE) -> SizePoints:

@@ -15,6 +15,7 @@ one residual degree of freedom; decisions that went wrong on 4 sizes keep
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,7 @@ from analysis.fit.identified import (
 )
 from analysis.fit.power_law import PowerLawFit, fit_asymptote
 from analysis.recipes.cells import SizePoints, best_cells, cell_columns, size_points
+from analysis.recipes.names import REF_WD
 from analysis.recipes.rows import find_recipes
 
 __all__ = ["RecipeE", "RecipeLaw", "flag_of", "judge", "recipe_asymptote", "recipe_laws", "reportable"]
@@ -137,18 +139,24 @@ class RecipeLaw:
     asymptote: RecipeE
 
 
-def recipe_laws(data: pl.DataFrame, level: float = 0.95) -> tuple[list[RecipeLaw], str]:
+def recipe_laws(data: pl.DataFrame, level: float = 0.95, *,
+                filters: Mapping[str, Sequence[str]] | None = None,
+                ref_wd: float = REF_WD) -> tuple[list[RecipeLaw], str]:
     """(each recipe's law in N at each unique-token budget U, where the recipes came from):
-    the recipes of ``analysis.recipes.rows`` (a table without recipes: each training-token
-    count D is a group), each size's best cell (``cells.best_cells``), ``recipe_asymptote``.
-    ``data``: fit-ready runs (``analysis.tables.runs.prepare_runs``: N, D, U, loss, ...).
-    What ``report.md``, ``infinite_compute.md`` and notebook 01 write of a recipe's E."""
+    the recipes of ``analysis.recipes.rows`` (``filters``: ``--recipe`` NAME=COND, ``ref_wd``:
+    Kim's standard weight decay, as ``find_recipes`` takes them; a table without recipes: each
+    training-token count D is a group), each size's best cell (``cells.best_cells``),
+    ``recipe_asymptote``. ``data``: fit-ready runs (``analysis.tables.runs.prepare_runs``:
+    N, D, U, loss, ...). What ``report.md``, ``infinite_compute.md`` and notebook 01 write of
+    a recipe's E."""
     budget = "U" if "U" in data.columns else "D"
     try:
-        found = find_recipes(data)
+        found = find_recipes(data, filters, ref_wd=ref_wd)
         recipes, source = list(found.predicates.items()), found.source
-    except AnalysisInputError:  # no recipes: each training-token count D is a group
-        recipes, budget = [(_ALL, pl.lit(True))], "D"
+    except AnalysisInputError:
+        if filters:  # a bad --recipe filter is bad input, never "no recipes"
+            raise
+        recipes, budget = [(_ALL, pl.lit(True))], "D"  # no recipes: each D is a group
         source = "the whole table (no recipes found; one group per D)"
     laws = []
     for name, pred in recipes:

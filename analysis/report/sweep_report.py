@@ -73,7 +73,7 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     try:
         path, status = write_report_status(runs, out, title=f"Scaling-law report: {sweep_dir.name}",
                                            loss=loss, bootstrap=bootstrap, seed=seed,
-                                           progress=report)
+                                           progress=report, recipes=recipes, ref_wd=ref_wd)
         sections[path] = status
     except AnalysisInputError as err:
         path = out / LAWS_REPORT_FILE

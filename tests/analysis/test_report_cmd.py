@@ -35,7 +35,11 @@ def test_report_on_a_real_sweep_collects_first_and_writes_every_section(sweep_co
     # What this sweep cannot support, said exactly.
     assert "ensembles: no ensembles/evals.parquet — run `scalelab ensemble SWEEP`" in out
     assert "distillation: no student runs" in out
-    assert "joint law (DataConstrained): not fitted: stage 1 needs" in out
+    # One joint law per recipe: standard (its tuned runs and the untagged data block, the
+    # reference recipe's budgets) has 2 epochs everywhere, so no single-epoch base law;
+    # regularized sees one D.
+    assert "joint law, standard (DataConstrained): not fitted: stage 1 needs" in out
+    assert "joint law, regularized over (N, D): one value of D, need >= 2" in out
     assert "run(s) belong to no recipe" in out  # the untagged D=512 run
     md = (report / "report.md").read_text()
     assert "## Sections" in md

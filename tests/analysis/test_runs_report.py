@@ -64,7 +64,7 @@ def test_report_from_a_runs_table(tmp_path):
     path = write_report(synthetic_runs(), tmp_path / "report", bootstrap=20, seed=0, workers=1)
     text = path.read_text()
     assert "DIVERGED" in text and "FAILED" in text
-    assert "## Asymptotes compared" in text and "## data_constrained over all runs" in text
+    assert "## Asymptotes compared" in text and "## data_constrained joint law (R^2" in text
     for line in text.splitlines():
         if line.startswith("!["):
             target = line[line.index("(") + 1 : -1]
