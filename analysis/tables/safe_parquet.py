@@ -154,7 +154,7 @@ def read_sweep_parquet(path: str | Path, *, required: Sequence[str] = ()) -> pl.
     is damaged or lacks a ``required`` column."""
     import pyarrow as pa
 
-    from analysis.tables.sweep_manifest import HINTS, SweepManifestError, read_verified
+    from analysis.tables.sweep_manifest import SweepManifestError, hint_for, read_verified
 
     try:
         found = read_verified(path)
@@ -163,7 +163,7 @@ def read_sweep_parquet(path: str | Path, *, required: Sequence[str] = ()) -> pl.
     except Unreadable as err:
         raise SweepFileError(path, str(err)) from None
     except SweepManifestError as err:
-        hint = HINTS.get(Path(path).name)
+        hint = hint_for(path)
         raise SweepFileError(path, err.reason + (f"; {hint}" if hint else "")) from None
     except OSError as err:
         raise SweepFileError(path, f"unreadable: {err.strerror or err}") from None

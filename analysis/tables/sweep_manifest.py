@@ -1,10 +1,11 @@
 """Sweep-level files prove their integrity: each has a manifest beside it.
 
-``spec.yaml`` (the copy of the latest launch's spec), ``plan.parquet`` and ``runs.parquet``
-are each written with ``<name>.manifest.json`` beside them (``manifest_of``): the file's
-name, size and sha256, written last and atomically, by whoever wrote the file
-(``scalelab.sweep.run.start`` the spec copy, ``scalelab.sweep.run.launch`` the plan,
-``scalelab.sweep.view.collect`` the runs table; through ``scalelab.store.sweep_files``).
+``spec.yaml`` (the copy of the latest launch's spec), ``plan.parquet``, ``runs.parquet`` and
+``ensembles/evals.parquet`` are each written with ``<name>.manifest.json`` beside them
+(``manifest_of``): the file's name, size and sha256, written last and atomically, by whoever
+wrote the file (``scalelab.sweep.run.start`` the spec copy, ``scalelab.sweep.run.launch``
+the plan, ``scalelab.sweep.view.collect`` the runs table, ``scalelab.ensemble.evaluate`` the
+ensembles' losses; through ``scalelab.store.sweep_files``).
 Every reader reads the file once, whole (``analysis.tables.bounded_read``: bounded, never
 blocking), checks those bytes against the manifest and decodes the same bytes
 (``read_verified``): one flipped bit anywhere in the file is a one-line
@@ -15,6 +16,9 @@ or runs table.
   (runs already done keep their directories: a run id is the hash of its config).
 - ``runs.parquet`` is derived: a runs table that fails its manifest is stale
   (``scalelab.sweep.view.collect.runs_table_stale``) and collected again.
+- ``ensembles/evals.parquet`` feeds the ensemble verdicts of ``report``, ``compare`` and
+  ``fit --x K``: a damaged one is refused, naming ``scalelab ensemble SWEEP``, which
+  evaluates the members again (their checkpoints carry manifests of their own).
 
 A manifest that is itself damaged (not JSON, another file's name) fails the same way.
 Writers of one sweep directory hold its lock (``sweep_lock``: an exclusive ``flock`` on
@@ -22,11 +26,10 @@ Writers of one sweep directory hold its lock (``sweep_lock``: an exclusive ``flo
 reader that finds a file and its manifest disagreeing reads both again under the shared
 lock before it says so, so a writer caught between the two is not taken for damage.
 
-Not covered: ``ensembles/evals.parquet`` (``scalelab ensemble``'s output; its reader still
-refuses non-parquet, oversized and non-regular files), the ``adaptive/`` state and the
-report's outputs (written from verified inputs, read by no command as input). A sweep
-directory from before these manifests has none: its spec copy and plan are read as before
-(unverified) until the next ``scalelab sweep`` writes them with manifests; its runs table
+Not covered: the ``adaptive/`` state and the report's outputs (written from verified
+inputs, read by no command as input). A sweep directory from before these manifests has
+none: its spec copy, plan and ensembles' losses are read as before (unverified) until the
+next ``scalelab sweep`` or ``scalelab ensemble`` writes them with manifests; its runs table
 without a manifest is stale, so the next command collects it again, with one (a
 runs.parquet with no plan.parquet beside it, nothing to collect from, is read as it is).
 """
@@ -44,15 +47,15 @@ from pathlib import Path
 
 from analysis.errors import AnalysisInputError
 from analysis.tables.bounded_read import LIMITS, Unreadable, read_bounded
-from analysis.tables.layout import PLAN_FILE, RUNS_FILE, SPEC_FILE
+from analysis.tables.layout import ENSEMBLE_EVALS_FILE, ENSEMBLES_FOLDER, PLAN_FILE, RUNS_FILE, SPEC_FILE
 
-__all__ = ["COVERED", "FORMAT", "MANIFEST_SUFFIX", "SweepManifestError", "Verified", "manifest_doc",
+__all__ = ["COVERED", "FORMAT", "MANIFEST_SUFFIX", "SweepManifestError", "Verified", "hint_for", "manifest_doc",
            "manifest_of", "read_verified", "sweep_lock", "verify_bytes"]
 
 MANIFEST_SUFFIX = ".manifest.json"
 """``plan.parquet`` -> ``plan.parquet.manifest.json``, beside it."""
 FORMAT = 1
-COVERED = (SPEC_FILE, PLAN_FILE, RUNS_FILE)
+COVERED = (SPEC_FILE, PLAN_FILE, RUNS_FILE, f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}")
 """The sweep-level files written with a manifest (module docstring: why not the others)."""
 LOCK_FILE = ".sweep-files.lock"
 """The lock writers of a sweep directory's files hold (``sweep_lock``)."""
@@ -62,7 +65,16 @@ HINTS = {
     PLAN_FILE: "run `scalelab sweep SPEC` with the sweep's spec to plan it again (runs already "
                "done are kept)",
     RUNS_FILE: "run `scalelab collect SWEEP` to collect it again",
+    f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}": "run `scalelab ensemble SWEEP` to evaluate the ensembles again",
 }
+"""What to do about a damaged file, by its path under the sweep directory (``hint_for``)."""
+
+
+def hint_for(path: str | Path) -> str:
+    """``HINTS``' line for the sweep-level file ``path`` ("" for another file): a run's own
+    ``evals.parquet`` is not the sweep's ``ensembles/evals.parquet``."""
+    path = Path(path)
+    return HINTS.get(path.name if path.parent.name != ENSEMBLES_FOLDER else f"{ENSEMBLES_FOLDER}/{path.name}", "")
 
 
 class SweepManifestError(AnalysisInputError):
@@ -71,7 +83,7 @@ class SweepManifestError(AnalysisInputError):
 
     def __init__(self, path: str | Path, reason: str):
         self.path, self.reason = str(path), reason
-        hint = HINTS.get(Path(path).name, "")
+        hint = hint_for(path)
         super().__init__(f"{path}: {reason}" + (f"; {hint}" if hint else ""))
 
 

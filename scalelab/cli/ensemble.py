@@ -48,7 +48,7 @@ def ensemble_cmd(
 
     from scalelab.config import device_problem
     from scalelab.ensemble.combine import METHODS
-    from scalelab.ensemble.evaluate import SHORT_HEX, evaluate_sweep, find_groups
+    from scalelab.ensemble.evaluate import SHORT_HEX, evaluate_sweep, find_groups, set_aside_damaged
     from scalelab.errors import did_you_mean
 
     for m in method:
@@ -59,6 +59,8 @@ def ensemble_cmd(
     sweep_dir = sweep_dir_of(sweep, root)
     if not find_groups(sweep_dir):
         raise UserError("no group of >= 2 COMPLETED runs differing only in `member`", file=str(sweep_dir))
+    if note := set_aside_damaged(sweep_dir):  # the hint of every reader of a damaged file
+        typer.echo(f"note: {note}", err=True)
     table, out = evaluate_sweep(sweep_dir, methods=tuple(method), n_batches=batches, batch_size=batch_size,
                                 device=device, device_key="--device")
     console = Console()

@@ -26,7 +26,8 @@ Rows follow the evals schema (``train.records.records.EVALS_SCHEMA``) plus ``mem
 
 They land in ``<sweep>/ensembles/evals.parquet`` (rows of re-evaluated groups replaced;
 rows written when the id was its first ``LEGACY_HEX`` digits are replaced by the group whose
-id starts with them).
+id starts with them), written with its manifest (``analysis.tables.sweep_manifest``): a
+damaged file is refused by every reader, naming ``scalelab ensemble SWEEP``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from pathlib import Path
 import polars as pl
 import torch
 
+from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
+from analysis.tables.sweep_manifest import hint_for, manifest_of
 from scalelab import strict
 from scalelab.config import RunConfig
 from scalelab.ensemble.combine import Method, PrefixEnsemble
@@ -48,10 +51,9 @@ from scalelab.ensemble.load import TrainedRun, load_trained, pick_device, read_c
 from scalelab.errors import UserError
 from scalelab.identity import canonical_json, identity_dict, run_id
 from scalelab.model.masking import eval_draws
-from scalelab.store.atomic import write_parquet_atomic
 from scalelab.store.layout import RUNS_FOLDER, ensemble_evals_file
 from scalelab.store.status import State, read_status
-from scalelab.store.sweep_files import read_sweep_file
+from scalelab.store.sweep_files import read_sweep_file, sweep_lock, write_sweep_table
 
 __all__ = ["ENSEMBLE_SCHEMA", "EnsembleGroup", "eval_sizes", "evaluate_group", "evaluate_sweep", "find_groups",
            "group_label"]
@@ -246,6 +248,31 @@ def evaluate_group(
     return pl.DataFrame(rows, schema=ENSEMBLE_SCHEMA)
 
 
+DAMAGED_SUFFIX = ".damaged"
+"""A damaged ``ensembles/evals.parquet`` is kept beside the new one as ``evals.parquet.damaged``."""
+
+
+def set_aside_damaged(sweep_dir: str | Path) -> str | None:
+    """When the sweep's ``ensembles/evals.parquet`` fails its reader (its manifest, parquet,
+    size), move it and its manifest aside (``DAMAGED_SUFFIX``) so that the next
+    ``evaluate_sweep`` writes every group afresh; returns the line saying so, or None when
+    there is no such file or it reads."""
+    out = ensemble_evals_file(sweep_dir)
+    if not os.path.lexists(out):
+        return None
+    try:
+        read_sweep_parquet(out)
+        return None
+    except SweepFileError as err:
+        why = err.reason.removesuffix(f"; {hint_for(out)}")
+    with sweep_lock(out.parent):
+        for path in (out, manifest_of(out)):
+            if os.path.lexists(path):
+                os.replace(path, path.with_name(path.name + DAMAGED_SUFFIX))
+    return (f"{out} is damaged ({why}); moved aside as {out.name}{DAMAGED_SUFFIX}: every group is "
+            "evaluated afresh and rows of methods not asked for now are not kept")
+
+
 def evaluate_sweep(
     sweep_dir: str | Path,
     *,
@@ -277,5 +304,6 @@ def evaluate_sweep(
         keep = old.filter(~(pl.col("run_id").is_in(ids + legacy) & pl.col("method").is_in(list(methods) + ["member"])))
         new = pl.concat([keep.select(list(ENSEMBLE_SCHEMA)), new])
     new = new.sort(["run_id", "method", "members", "member"], nulls_last=True)
-    write_parquet_atomic(out, new)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_sweep_table(out, new)  # the file, then its manifest (analysis.tables.sweep_manifest)
     return new, out

@@ -25,8 +25,8 @@ import polars as pl
 from analysis.tables.bounded_read import Unreadable
 from analysis.tables.safe_parquet import SweepFileError, read_sweep_parquet
 from analysis.tables.sweep_manifest import (
-    HINTS,
     SweepManifestError,
+    hint_for,
     manifest_doc,
     manifest_of,
     read_verified,
@@ -57,7 +57,7 @@ def read_sweep_text(path: str | Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except SweepManifestError as err:
-        hint = HINTS.get(Path(path).name)
+        hint = hint_for(path)
         raise UserError(err.reason + (f"; {hint}" if hint else ""), file=str(path)) from None
     except (Unreadable, OSError) as err:
         raise UserError(f"cannot read file ({err})", file=str(path)) from None
