@@ -9,6 +9,7 @@ recipes at too few epochs gets one status line saying why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -27,11 +28,13 @@ def _num(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1e3 else f"{v:g}"
 
 
-def epochs_section(data: pl.DataFrame, out_dir: str | Path, *, seed: int = 0) -> tuple[list[str], list[str]]:
-    """(the section's markdown lines, its status lines) for the report's fit table ``data``;
-    both empty when the table is no epoch study of recipes."""
+def epochs_section(data: pl.DataFrame, out_dir: str | Path, *, seed: int = 0,
+                   recipes: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], list[str]]:
+    """(the section's markdown lines, its status lines) for the report's fit table ``data``
+    (``recipes``: ``--recipe`` filters, as ``find_recipes`` takes them); both empty when
+    the table is no epoch study of recipes."""
     try:
-        study = epoch_study(data, seed=seed)
+        study = epoch_study(data, recipes=recipes, seed=seed)
     except AnalysisInputError as err:  # this section's input, not the whole report's
         return [], [f"recipes across epochs: not written: {err}"]
     if study is None:

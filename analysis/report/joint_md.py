@@ -106,13 +106,15 @@ def joint_sections(groups: list[JointGroup], source: str, out_dir: Path, section
             md += ["Base parameters fixed from the stage-1 fit on single-epoch runs "
                    "(Muennighoff et al. two-stage procedure); SEs are conditional on them.", ""]
         md += [f"- warning: {w}" for w in fit.warnings] + [""]
-        save_figure(plot_residuals(data, fit), out_dir / f"residuals{stem}")
+        of = f", {group.name}" if several else ""
+        save_figure(plot_residuals(data, fit, title=f"{fit.law.name} residuals{of}"), out_dir / f"residuals{stem}")
         md += [f"![residuals{over}](residuals{stem}.png)", ""]
         if repeated:
-            save_figure(plot_loss_vs_epochs(data, fit), out_dir / f"loss_vs_epochs{stem}")
+            save_figure(plot_loss_vs_epochs(data, fit, title=f"loss vs epochs at fixed unique data{of}"),
+                        out_dir / f"loss_vs_epochs{stem}")
             md += [f"![loss vs epochs{over}](loss_vs_epochs{stem}.png)", ""]
         C = np.round(np.log10(6 * data["N"].to_numpy() * data["D"].to_numpy()) / 0.05)
         if np.unique(C).size >= 2 and not repeated:
-            save_figure(plot_isoflop(data, fit), out_dir / f"isoflop{stem}")
+            save_figure(plot_isoflop(data, fit, title=f"isoFLOP slices (C = 6ND){of}"), out_dir / f"isoflop{stem}")
             md += [f"![isoFLOP{over}](isoflop{stem}.png)", ""]
     return md, status

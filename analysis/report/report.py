@@ -139,7 +139,7 @@ def write_report_status(
     joint_md, joint_status = joint_sections(groups, group_source, out_dir, section, bootstrap=bootstrap,
                                             seed=seed, workers=workers, report=report)
     md, status = md + joint_md, status + joint_status
-    epochs_md, epochs_status = epochs_section(data, out_dir, seed=seed)  # recipes across epochs
+    epochs_md, epochs_status = epochs_section(data, out_dir, seed=seed, recipes=recipes)  # recipes across epochs
     md, status = md + epochs_md, status + epochs_status
     md += precision_section(data, out_dir, status)  # >= 2 values of train.precision
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
