@@ -131,9 +131,10 @@ def _asymptote_text(name: str, asymptote, level: float) -> str:
 def _matched_table(matched, level: float, a: str, b: str) -> None:
     """The losses at matched compute (``analysis.recipes.compare.matched_compute``), one row
     per shared size."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text  # plain text: recipe names are the user's, never markup
+
+    from scalelab.cli.wide import print_wide
 
     pct = f"{100 * level:g}% CI"
     table = Table(title=Text(f"matched compute: mean loss over seeds at equal N ({a} - {b})"),
@@ -146,4 +147,4 @@ def _matched_table(matched, level: float, a: str, b: str) -> None:
         p = "n/a" if r["p_value"] != r["p_value"] else f"{r['p_value']:.3g}"
         table.add_row(f"{r['N']:,.0f}", str(r["seeds_a"]), str(r["seeds_b"]), f"{r['loss_a']:.4f}",
                       f"{r['loss_b']:.4f}", f"{r['diff']:+.4f}", ci, p, r["test"])
-    Console(highlight=False, soft_wrap=True).print(table)
+    print_wide(table)

@@ -46,6 +46,7 @@ def ensemble_cmd(
     from rich.console import Console
     from rich.table import Table
 
+    from scalelab.cli.wide import print_wide
     from scalelab.config import device_problem
     from scalelab.ensemble.combine import METHODS
     from scalelab.ensemble.evaluate import SHORT_HEX, evaluate_sweep, find_groups, set_aside_damaged
@@ -75,5 +76,5 @@ def ensemble_cmd(
         single = rows.filter(rows["method"] == "member").sort("member")
         t.caption = "members alone: " + ", ".join(
             f"{r['member']}: {r['loss']:.4f}" for r in single.iter_rows(named=True))
-        console.print(t)
+        print_wide(t, console)
     console.print(f"wrote {out}")

@@ -167,6 +167,8 @@ def fit_cmd(
     parameters + 1 is refused (exit 2); a parameter at its bound reads 'not identified'."""
     from rich.console import Console
 
+    from scalelab.cli.wide import print_wide
+
     output = ProgressOutput.from_flags(log_format, quiet)
     from scalelab.cli.fit_holdout import check_holdout_option
     from scalelab.cli.resamples import check_bootstrap
@@ -208,7 +210,7 @@ def fit_cmd(
     console = Console()
     for note in sel.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
-    console.print(fit_table(sel, where, group_by))
+    print_wide(fit_table(sel, where, group_by), console)
     for line in warning_lines(sel, grouped=bool(group_by)):
         console.print(line, markup=False, highlight=False)
     for h in holdouts:

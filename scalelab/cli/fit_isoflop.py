@@ -21,6 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from scalelab.cli.wide import print_wide
+
 __all__ = ["groups_table", "isoflop_table", "run_isoflop"]
 
 
@@ -100,7 +102,7 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
         fit = sel.fit
         for note in sel.notes:
             _print(console, f"note: {note}")
-        console.print(isoflop_table(fit.optima, where))
+        print_wide(isoflop_table(fit.optima, where), console)
         pct = f"{100 * fit.level:g}% CI"
         lines = (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci))
         for name, v, ci in lines:
@@ -122,7 +124,7 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
     for label, sel in fits:
         for note in sel.notes:
             _print(console, f"note [{label}]: {note}")
-    console.print(groups_table([(lab, s.fit) for lab, s in fits], fits[0][1].fit.level, where))
+    print_wide(groups_table([(lab, s.fit) for lab, s in fits], fits[0][1].fit.level, where), console)
     for label, sel in fits:
         for w in sel.fit.warnings:
             _print(console, f"warning [{label}]: {w}")

@@ -232,9 +232,10 @@ def _next_any(source, datasets, filters, target, budget, n, output, loss) -> int
 def _any_table(study, chosen, target: str) -> None:
     """The proposed runs of a whole-spec study: rank, run id, block, N, seed, recipe, action,
     gain, cost."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from scalelab.cli.wide import print_wide
 
     table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of "
                              f"{target} by the run's action; cost in {study.unit}; planned: "
@@ -247,7 +248,7 @@ def _any_table(study, chosen, target: str) -> None:
         table.add_row(str(r["rank"] + 1), r["key"], r["block"] or "", f"{r['N']:,.0f}",
                       "" if r["seed"] is None else str(r["seed"]), "yes" if r["planned"] else "no",
                       r["recipe"] or "", r["action"] or "", f"{r['gain']:.4g}", f"{r['flops']:.4g}")
-    Console(highlight=False, soft_wrap=True).print(table)
+    print_wide(table)
 
 
 def _runs(sweep_dir: Path):
@@ -284,9 +285,10 @@ def _write(path: Path, text: str) -> None:
 
 def _chosen_table(study, chosen, ids: list[str], target: str) -> None:
     """The proposed runs: rank, run id, N, tuned values, replicate, recipe, action, gain, cost."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from scalelab.cli.wide import print_wide
 
     table = Table(title=Text(f"proposed runs (gain: expected reduction of the CI width of "
                              f"{target} by the run's action; cost in {study.unit})"),
@@ -298,4 +300,4 @@ def _chosen_table(study, chosen, ids: list[str], target: str) -> None:
         table.add_row(str(r["rank"] + 1), rid, f"{r['N']:,.0f}", *(f"{r[a]:g}" for a in study.axes),
                       str(r["replicate"]), r["recipe"] or "", r["action"] or "", f"{r['gain']:.4g}",
                       f"{r['flops']:.4g}")
-    Console(highlight=False, soft_wrap=True).print(table)
+    print_wide(table)

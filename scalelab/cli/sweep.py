@@ -32,6 +32,7 @@ from rich.console import Console
 from scalelab.cli.app import app
 from scalelab.cli.progress import ProgressOutput, log_format_option, quiet_option
 from scalelab.cli.recipe_options import RECIPE_HELP, TARGET_CHOICES, recipe_filters
+from scalelab.cli.wide import natural_width
 from scalelab.errors import EXIT_FAILURE, EXIT_OK, UserError, did_you_mean
 
 _EXECUTOR_HELP = "auto | slurm | local | debug (default: the spec's launcher.executor)."
@@ -122,7 +123,7 @@ def sweep_cmd(
         if checked:
             view = Group(view, Text(""), Text("\n".join(checked)))
         if output is not None:
-            _write(output, _plain_text(view, _natural_width(view)))
+            _write(output, _plain_text(view, natural_width(view)))
             console.print(f"wrote {output}: the plan of {len(plan)} runs")
         elif runs:
             _page(console, view)
@@ -251,11 +252,6 @@ def _write(path: Path, content: Any) -> None:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
-def _natural_width(view: Any) -> int:
-    """The width ``view`` takes when nothing is crushed or wrapped."""
-    return Console(width=100_000).measure(view).maximum
-
-
 def _plain_text(view: Any, width: int) -> str:
     """``view`` rendered as plain text (no colour) at ``width`` columns."""
     import io
@@ -269,7 +265,7 @@ def _plain_text(view: Any, width: int) -> str:
 def _page(console: Console, view: Any) -> None:
     """``view`` at its natural width (never crushed): through the pager on a terminal
     (``less -FRSX`` unless $LESS says otherwise: long lines scroll sideways), else printed."""
-    wide = Console(file=console.file, width=max(console.width, _natural_width(view)),
+    wide = Console(file=console.file, width=max(console.width, natural_width(view)),
                    highlight=False, soft_wrap=True)
     if not wide.is_terminal:
         wide.print(view)

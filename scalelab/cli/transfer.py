@@ -295,11 +295,11 @@ def _num(value: float) -> str:
 
 
 def _group_table(fit) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from analysis.transfer.transfer import group_label
+    from scalelab.cli.wide import print_wide
 
     pct = f"{100 * fit.law.level:g}% CI"
     table = Table(title=Text(f"per-group optimum of {fit.hp} (quadratic in log {fit.hp})"),
@@ -314,7 +314,7 @@ def _group_table(fit) -> None:
                       f"{r['loss_opt']:.4f}" if ok else "-",
                       Text(("ok" if r.get("flag") is None else "ok, wider SE (below)") if ok
                            else "refused (below)"))
-    Console(highlight=False, soft_wrap=True).print(table)
+    print_wide(table)
     for r in fit.table.filter(fit.table["why"].is_not_null()).iter_rows(named=True):
         typer.echo(f"  {group_label(r, fit.x)} refused: {r['why']}")
     for r in fit.table.filter(fit.table["flag"].is_not_null()).iter_rows(named=True):
