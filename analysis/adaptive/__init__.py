@@ -11,7 +11,7 @@ One concept per module:
 - ``targets``: the targets (E, ranking, multiplier) as functions of the recipes' E
   estimates, their CI widths and what planning minimises;
 - ``law``: A/x^B + E, its weighted fit (``analysis.fit.fit.fit_law``) and Jacobian;
-- ``target_fits``: best cell per size (the report's rule, ``analysis.recipes.cells``),
+- ``target_fits``: best cell per size (the report's rule, ``analysis.tables.cells``),
   settled sizes, E and its interval or the reason there is none (``recipe_asymptote``, the
   report's); a target judged on the finished runs (``judge``);
 - ``multiplier``: the data multiplier of E, the report's law choice and bootstrap CI;

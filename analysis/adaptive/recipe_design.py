@@ -8,7 +8,7 @@ Here a recipe is that list (``scalelab.adaptive.any_study``: the recipe's candid
 row per run: key, N, cell, replicate, planned, flops), and everything else is the
 planner's and the report's:
 
-1. points: per size, the best cell by its mean loss over seeds (``analysis.recipes.cells.
+1. points: per size, the best cell by its mean loss over seeds (``analysis.tables.cells.
    best_cells``, the report's rule, on ``N`` and the cell), valued at that mean with weight
    m (its seeds);
 2. settled: a size is settled when every cell the spec plans for the recipe at that size
@@ -42,7 +42,7 @@ from analysis.adaptive.target_fits import SizePoints, TargetFit, estimate, fit_t
 from analysis.adaptive.targets import Summary, Target
 from analysis.fit.identified import MIN_SIZES
 from analysis.fit.power_law import SCALE
-from analysis.recipes import cells
+from analysis.tables import cells
 
 __all__ = ["judge_recipes", "plan_recipes", "recipe_points"]
 

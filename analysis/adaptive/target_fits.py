@@ -8,7 +8,7 @@ per recipe. From the finished runs (a run frame with a ``loss`` column,
 1. cells: the runs of one (N, tuned values) are seed replicates of one cell;
 2. size points: at each N the best cell by its *mean loss over seeds* (ties: more seeds,
    then the first in run order), valued at that mean with weight m (its seeds): the report's
-   point rule, ``analysis.recipes.cells.best_cells`` / ``cells.size_points``, called here;
+   point rule, ``analysis.tables.cells.best_cells`` / ``cells.size_points``, called here;
 3. settled (what is adaptive): a size's best cell is *settled* when every in-grid
    coordinate-search neighbour (one step on one axis) has been run: a local optimum of the
    grid, where Kim et al.'s coordinate search stops (``scalelab.tune.coordinate``; at a grid
@@ -46,6 +46,7 @@ from analysis.adaptive.targets import Estimate, Summary, Target
 from analysis.fit.identified import MIN_SIZES
 from analysis.recipes import cells
 from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
+from analysis.tables.cells import best_cells
 
 __all__ = ["SizePoints", "TargetFit", "estimate", "evaluate", "fit_target", "judge",
            "settled_sizes", "size_points"]
@@ -101,7 +102,7 @@ def size_points(done: pl.DataFrame, space: CandidateSpace) -> SizePoints:
                         pl.col("loss").cast(pl.Float64),
                         *([pl.col("replicate").alias("seed")] if "replicate" in done.columns else []),
                         *([pl.col("flops")] if "flops" in done.columns else []))
-    rows, best = cells.best_cells(frame, ["N", *names])
+    rows, best = best_cells(frame, ["N", *names])
     scatter = (frame.group_by("N", *names, maintain_order=True)
                .agg(((pl.col("loss") - pl.col("loss").mean()) ** 2).sum().alias("ss"),
                     (pl.len() - 1).alias("dof"), pl.col("loss").mean().alias("mean")))

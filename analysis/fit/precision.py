@@ -19,8 +19,9 @@ interval a profile likelihood (fit/profile.py), as for the other laws:
    gap (|log m_f|) "grows" when the CI excludes 0 on the side where k_f log m_f < 0 ...
    i.e. k_f has the sign of log m_f; "shrinks" on the other side; else "no detectable trend".
 
-Runs that share a (precision, N, D, U) cell (a sweep that also varies lr or seeds) are
-reduced to the cell's lowest loss first, with a note (``best_per_cell``). A study needs
+Runs that share a (precision, N, D, U) point (a sweep that also varies lr or seeds) are
+reduced to the point's best cell first, by its mean loss over seeds with every seed kept
+(the recipe laws' rule), with a note when other cells were dropped (``best_per_cell``). A study needs
 >= 2 formats, and the multiplier fit >= its free parameters + ``MARGIN`` runs
 (two residual degrees of freedom, the least a profile threshold is calibrated on with one
 to spare), each format >= 2 sizes: fewer and the study is returned with ``why_not`` and no
@@ -41,6 +42,7 @@ from analysis.fit.fit import FitResult, fit_law
 from analysis.fit.profile import Profile, profile_fit
 from analysis.laws.precision import PrecisionLaw, k_name, m_name
 from analysis.laws.precision_bits import bits_of, reference_format
+from analysis.tables.cells import LABELS, best_cell_runs, cell_columns
 
 __all__ = ["COLUMN", "MARGIN", "Multiplier", "PrecisionStudy", "Trend", "best_per_cell",
            "fit_precision", "precision_table"]
@@ -117,7 +119,9 @@ def _prepare(data: pl.DataFrame, column: str) -> tuple[pl.DataFrame, str, tuple[
     ref = reference_format(present) if present else ""
     formats = (ref, *sorted((f for f in present if f != ref), key=lambda f: -bits[f]))
     idx = {f: i + 1 for i, f in enumerate(formats)}
-    out = data.select("N", "D", "U", "loss").with_columns(
+    base = ("N", "D", "U", "loss", "precision", "P", "fmt", "epochs")
+    cells = [c for c in dict.fromkeys((*cell_columns(data), *LABELS)) if c in data.columns and c not in base]
+    out = data.select("N", "D", "U", "loss", *cells).with_columns(  # cells: for best_per_cell
         pl.Series("precision", values.to_list()),
         pl.Series("P", [bits[v] for v in values.to_list()], dtype=pl.Float64),
         pl.Series("fmt", [float(idx[v]) for v in values.to_list()], dtype=pl.Float64),
@@ -126,15 +130,18 @@ def _prepare(data: pl.DataFrame, column: str) -> tuple[pl.DataFrame, str, tuple[
 
 
 def best_per_cell(data: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
-    """One run per (precision, N, D, U) cell, the lowest loss, and a note when other runs
-    were dropped: a sweep that also varies lr or seeds would otherwise mix tuned and untuned
-    runs in one law (the best-cell rule of the recipe laws, cells.best_cells)."""
-    keys = ["precision", "N", "D", "U"]
-    best = data.sort("loss").unique(subset=keys, keep="first", maintain_order=True).sort(keys)
+    """Per (precision, N, D, U) point the runs of its best cell, every seed, and a note when
+    other cells' runs were dropped: a sweep that also varies lr would otherwise mix tuned and
+    untuned runs in one law. The rule of the recipe laws (``cells.best_cell_runs``: the
+    lowest mean loss over seeds), so a point's seeds are all fitted, never their minimum."""
+    keys = ("precision", "N", "D", "U")
+    best = best_cell_runs(data, cell_columns(data), keys).sort(list(keys))
     if (dropped := data.height - best.height) == 0:
         return data, None
-    return best, (f"{dropped} run(s) shared a (precision, N, D, U) cell with another (other axes "
-                  f"or seeds); the lowest loss per cell was kept ({best.height} cells)")
+    cells = best.select(*keys).n_unique()
+    return best, (f"{dropped} run(s) of other cells (other axes) shared a (precision, N, D, U) point "
+                  f"with a better one; each point keeps its best cell by the mean loss over seeds, "
+                  f"every seed ({best.height} runs at {cells} points)")
 
 
 def _quiet(fn, *args, **kwargs):

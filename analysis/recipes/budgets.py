@@ -27,9 +27,10 @@ from collections.abc import Mapping
 import polars as pl
 
 from analysis.fit.identified import MIN_SIZES
-from analysis.recipes.cells import best_cells, size_points
+from analysis.recipes.cells import size_points
 from analysis.recipes.data_multiplier import DataLaw, data_multiplier
 from analysis.recipes.recipe_asymptote import RecipeE, recipe_asymptote
+from analysis.tables.cells import best_cells
 
 __all__ = ["SCHEMA", "budget_asymptotes", "budget_lines"]
 

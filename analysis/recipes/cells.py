@@ -1,17 +1,11 @@
-"""The one rule that picks a recipe's points: per model size N, the best cell by its mean
-loss over seeds, weighted by its seed count. ``scalelab report`` (``infinite_compute``),
-``scalelab compare`` (``compare``) and ``scalelab.adaptive.recipe_cells`` use it.
+"""A recipe's points for its law in N: per model size N, the best cell by its mean loss over
+seeds (the rule of ``analysis.tables.cells``), weighted by its seed count. ``scalelab report``
+(``infinite_compute``), ``scalelab compare`` (``compare``) and
+``scalelab.adaptive.recipe_cells`` use it.
 
-A *cell* is a run's config apart from its seed: its block and every config column of the
-runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``) except
-the seed keys (``SEED_COLUMNS``), with N and D. At each N the best cell is the one with the
-lowest mean loss over its seeds (ties: the cell with more seeds, then the first in run
-order); its runs are that size's rows, each labelled by its seed (the first set of
-``LABELS``, else the row), so that recipes that ran the same seeds at N are paired.
-
-The point of a size is then (x = N / ``power_law.SCALE``, the cell's mean loss, m seeds):
-the weighted least-squares fit of the seed means with weights m has the optimum of the fit
-of every run (SUM_ij (f_i - y_ij)^2 = SUM_i m_i (f_i - ybar_i)^2 + const).
+The point of a size is (x = N / ``power_law.SCALE``, the cell's mean loss, m seeds): the
+weighted least-squares fit of the seed means with weights m has the optimum of the fit of
+every run (SUM_ij (f_i - y_ij)^2 = SUM_i m_i (f_i - ybar_i)^2 + const).
 
 Pure polars/numpy: errors are ``AnalysisInputError``.
 """
@@ -26,12 +20,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.fit.power_law import SCALE
 
-__all__ = ["LABELS", "SEED_COLUMNS", "SizePoints", "best_cell_runs", "best_cells", "cell_columns", "size_points"]
-
-SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
-"""Columns that tell seed replicates of one cell apart (never part of the cell)."""
-LABELS = ("seed", "train.init_seed", "data.seed", "member", "run_id")
-"""Columns a row's seed label is taken from, the first that is set."""
+__all__ = ["SizePoints", "size_points"]
 
 
 @dataclass(frozen=True)
@@ -46,61 +35,6 @@ class SizePoints:
     @property
     def n(self) -> int:
         return int(self.x.size)
-
-
-def cell_columns(runs: pl.DataFrame) -> list[str]:
-    """The block, the config columns but the seed keys, N and D (module docstring)."""
-    config = [c for c in runs.columns if "." in c and c not in SEED_COLUMNS]
-    return [c for c in ("block", *config, "N", "D_unique", "D_total") if c in runs.columns]
-
-
-def _ranked(frame: pl.DataFrame, cols: list[str], by: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(``frame`` with ``_order``, ``seed_label`` and ``_cell`` added; per ``by`` group the best
-    cell: ``_cell``, ``by``, mean, seeds, ``_order`` and ``cols``[, name]): the one ranking
-    (lowest mean, then more seeds, then first in run order)."""
-    labels = [c for c in LABELS if c in frame.columns]
-    ids: dict[tuple, int] = {}
-    cell = [ids.setdefault(tuple(tuple(v) if isinstance(v, list) else v for v in key), len(ids))
-            for key in frame.select(cols).rows()]
-    frame = frame.with_row_index("_order").with_columns(
-        pl.coalesce([pl.col(c).cast(pl.String) for c in (*labels, "_order")]).alias("seed_label"),
-        pl.Series("_cell", cell, dtype=pl.Int64))
-    named = ["name"] if "name" in frame.columns and "name" not in cols else []
-    keys = [*by]
-    stats = (frame.group_by("_cell")
-             .agg(pl.col("loss").mean().alias("mean"), pl.len().alias("seeds"),
-                  pl.col("_order").min(), *[pl.col(c).first() for c in keys],
-                  *[pl.col(c).sort_by("_order").first() for c in (*cols, *named) if c not in keys])
-             .sort(*keys, "mean", pl.col("seeds"), "_order",
-                   descending=[False] * len(keys) + [False, True, False])
-             .group_by(keys, maintain_order=True).first())
-    return frame, stats
-
-
-def best_cells(frame: pl.DataFrame, cols: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the best cell's runs per N: N, loss, seed, flops; the best cell per N: its
-    ``cols``, mean, seeds[, name of its first run]) of one recipe's runs (N, loss and
-    ``cols``)."""
-    if missing := {"N", "loss"} - set(frame.columns):
-        raise AnalysisInputError(f"runs need columns N and loss; missing {sorted(missing)}")
-    frame, stats = _ranked(frame, cols, ("N",))
-    flops = (pl.col("flops").cast(pl.Float64) if "flops" in frame.columns
-             else pl.lit(None, dtype=pl.Float64))
-    rows = (frame.join(stats.select("_cell"), on="_cell")
-            .select("N", "loss", pl.col("seed_label").alias("seed"), flops.alias("flops"))
-            .sort("N", "seed"))
-    return rows, stats.drop("_cell", "_order").sort("N")
-
-
-def best_cell_runs(frame: pl.DataFrame, cols: list[str], by: tuple[str, ...]) -> pl.DataFrame:
-    """Every column of the runs of each ``by`` group's best cell (the rule of ``best_cells``,
-    grouped by ``by`` in place of N alone), in run order: a joint law over (N, D, U) sees, per
-    point, the recipe's best hyperparameters with all their seeds, as the law in N does per N."""
-    if missing := {*by, "loss"} - set(frame.columns):
-        raise AnalysisInputError(f"runs need columns {sorted({*by, 'loss'})}; missing {sorted(missing)}")
-    ranked, stats = _ranked(frame, cols, by)
-    return (ranked.join(stats.select("_cell"), on="_cell").sort("_order")
-            .drop("_order", "seed_label", "_cell"))
 
 
 def size_points(rows: pl.DataFrame, scale: float = SCALE) -> SizePoints:

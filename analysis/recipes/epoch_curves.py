@@ -36,10 +36,10 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.cells import best_cells, cell_columns
 from analysis.recipes.names import base_budget
 from analysis.recipes.replicates import find_replicates
 from analysis.recipes.rows import find_recipes
+from analysis.tables.cells import best_cells, cell_columns
 
 __all__ = ["BOUND", "MIN_EPOCHS", "SE", "EpochCurves", "epoch_curves", "epochs_of", "roughness"]
 

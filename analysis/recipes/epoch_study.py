@@ -51,12 +51,12 @@ from analysis.fit.constrained import fit_data_constrained
 from analysis.fit.fit import FitResult, fit_law
 from analysis.fit.saturation_identified import not_identified
 from analysis.laws.laws import DataConstrained
-from analysis.recipes.cells import best_cells, cell_columns
 from analysis.recipes.crossover import N_BOOT, Crossover, crossover
 from analysis.recipes.epoch_curves import EpochCurves, epoch_curves
 from analysis.recipes.replicates import find_replicates
 from analysis.recipes.rows import find_recipes
 from analysis.recipes.verdicts import pair_verdict
+from analysis.tables.cells import best_cells, cell_columns
 
 __all__ = ["MIN_SIZES", "EpochStudy", "RecipeLaw", "bound_caveat", "epoch_study", "recipe_law"]
 

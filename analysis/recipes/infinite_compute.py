@@ -54,12 +54,13 @@ from analysis.fit.identified import (
 from analysis.fit.power_law import SCALE, PowerLawFit, ensemble_asymptote, fit_asymptote
 from analysis.recipes.budgets import SCHEMA as BUDGET_SCHEMA
 from analysis.recipes.budgets import budget_asymptotes
-from analysis.recipes.cells import best_cells, cell_columns, size_points
+from analysis.recipes.cells import size_points
 from analysis.recipes.data_multiplier import DataLaw, choose_data_law, data_multiplier
 from analysis.recipes.names import ENSEMBLE_K, JOINT, REF_WD, SEED_MEAN, SEED_MEAN_OF, base_budget
 from analysis.recipes.recipe_asymptote import RecipeE, flag_of, recipe_asymptote, reportable
 from analysis.recipes.replicates import NONE, Replicates, find_replicates
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
+from analysis.tables.cells import best_cells, cell_columns
 from analysis.tables.ensemble_groups import pick_groups
 from analysis.tables.runs import drop_stale
 

@@ -15,7 +15,7 @@ swept to be beaten (a learning rate 3x off). So:
   (``rows.reference_recipe``: "standard", else the first), whose runs they are. A table
   without recipes is one group, less the runs of role blocks that are no recipe (ensemble
   members, distilled students: ``JOINT_LEFT_OUT``);
-- within a group, each (N, D, U) point keeps the runs of its best cell (``cells.best_cell_runs``:
+- within a group, each (N, D, U) point keeps the runs of its best cell (``analysis.tables.cells.best_cell_runs``:
   the lowest mean loss over seeds, every seed kept), as the law in N keeps each size's best.
 
 Pure polars: errors are ``AnalysisInputError``.
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.cells import best_cell_runs, cell_columns
 from analysis.recipes.names import REF_WD
 from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
+from analysis.tables.cells import best_cell_runs, cell_columns
 
 __all__ = ["JOINT_LEFT_OUT", "JointGroup", "joint_groups"]
 

@@ -31,9 +31,10 @@ from analysis.fit.identified import (
     unidentified,
 )
 from analysis.fit.power_law import PowerLawFit, fit_asymptote
-from analysis.recipes.cells import SizePoints, best_cells, cell_columns, size_points
+from analysis.recipes.cells import SizePoints, size_points
 from analysis.recipes.names import REF_WD
 from analysis.recipes.rows import find_recipes
+from analysis.tables.cells import best_cells, cell_columns
 
 __all__ = ["RecipeE", "RecipeLaw", "flag_of", "judge", "recipe_asymptote", "recipe_laws", "reportable"]
 

@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.cells import cell_columns
+from analysis.tables.cells import cell_columns
 from analysis.tables.runs import drop_stale
 
 __all__ = ["Replicates", "find_replicates", "replicate_sigma", "scatter_sigma"]

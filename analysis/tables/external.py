@@ -28,7 +28,7 @@ Columns of the table (names exact; README.md, "Bring your own runs"):
 Metrics are not config: columns whose names start with ``_`` or contain ``/`` or ``loss``
 (W&B's ``_step``, ``_runtime``, ``train/loss``, ``train_loss``) are kept but not used to
 tell cells apart. A config column without a dot (``lr``) also gets a dotted copy
-(``config.lr``): the recipes' cell rule (``analysis.recipes.cells.cell_columns``) reads dotted
+(``config.lr``): the recipes' cell rule (``analysis.tables.cells.cell_columns``) reads dotted
 config columns, so runs of one size that differ in ``lr`` are two cells there too.
 
 Bad input is one ``ExternalTableError`` line naming the file and the column: a missing

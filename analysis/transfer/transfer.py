@@ -30,7 +30,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
-from analysis.recipes.cells import SEED_COLUMNS, cell_columns
+from analysis.tables.cells import SEED_COLUMNS, cell_columns
 from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls

@@ -17,7 +17,7 @@ per size. This module takes such a spec as it is:
   ids (``seeds: [s0]`` is the same config as no seeds when ``train.init_seed`` and
   ``data.seed`` are both s0). Each added run is a row of the plan of the spec with those
   seeds (``added_tree``), so its run id is the one ``scalelab sweep`` gives it;
-- a *cell* is a candidate's config apart from its seed (``analysis.recipes.cells.
+- a *cell* is a candidate's config apart from its seed (``analysis.tables.cells.
   cell_columns``: its block, every config column but the seed keys, N, D), the replicate
   its index among the cell's seeds (0 for a block without seeds);
 - recipes: ``analysis.recipes.rows.find_recipes`` on the candidate table (the plan's config
@@ -193,7 +193,7 @@ def _with_seeds(spec: Spec, tree: dict, parts: dict, plan: Plan, datasets
 
 def _candidates(plan: Plan, grown: Plan | None, parts: dict) -> pl.DataFrame:
     """The plan's rows and the added seeds' rows, with key, cell, replicate, planned."""
-    from analysis.recipes.cells import cell_columns
+    from analysis.tables.cells import cell_columns
 
     planned = plan.table.with_columns(pl.lit(True).alias("planned"))
     if grown is not None:

@@ -14,7 +14,7 @@ From a sweep's runs table (``scalelab collect``):
    runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``)
    except the seed keys (``seed``, ``train.init_seed``, ``data.seed``,
    ``data.subset_seed``, ``member``), with N and D;
-4. at each N the best cell (``analysis.recipes.cells.best_cells``, the rule the report uses
+4. at each N the best cell (``analysis.tables.cells.best_cells``, the rule the report uses
    too) is the one with the lowest *mean loss over its seeds* (ties: the
    cell with more seeds, then the first in run order). Its runs are the rows, each labelled
    by its seed (the ``seed`` column, else ``train.init_seed``, ``data.seed``, ``member``,
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.cells import SEED_COLUMNS, best_cells, cell_columns
 from analysis.recipes.names import REF_WD, base_budget
 from analysis.recipes.rows import find_recipes
+from analysis.tables.cells import SEED_COLUMNS, best_cells, cell_columns
 from analysis.tables.runs import drop_stale
 from scalelab.errors import UserError, did_you_mean
 
@@ -95,7 +95,7 @@ def recipe_cells(runs: pl.DataFrame, names: Sequence[str], *,
     cols = cell_columns(done)
     rows, cells = {}, {}
     for name, frame in tagged.items():
-        try:  # the one rule of the report, compare and next (analysis.recipes.cells)
+        try:  # the one rule of the report, compare and next (analysis.tables.cells)
             rows[name], cells[name] = best_cells(frame, cols)
         except AnalysisInputError as err:
             raise UserError(str(err)) from None

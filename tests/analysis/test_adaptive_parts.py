@@ -70,7 +70,7 @@ def _done(rows) -> pl.DataFrame:
 
 def test_size_points_choose_on_the_mean_over_seeds_and_settle_on_neighbours():
     """The best cell is the lowest mean loss over its seeds (the report's rule,
-    analysis.recipes.cells), not the lowest replicate 0; a size is settled once every
+    analysis.tables.cells), not the lowest replicate 0; a size is settled once every
     in-grid neighbour of that cell has a run and none is a rival (a less replicated
     neighbour within one standard error of the best's mean)."""
     n = 1e4

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.cells import best_cell_runs, cell_columns
 from analysis.recipes.joint_rows import joint_groups
 from analysis.report.report import write_report_status
+from analysis.tables.cells import best_cell_runs, cell_columns
 
 TRUTH = {"muon": {"E": 1.75, "A": 380.0}, "adamw": {"E": 1.85, "A": 420.0}}
 B, ALPHA, BETA, R_D = 400.0, 0.34, 0.28, 15.0

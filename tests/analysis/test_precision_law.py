@@ -253,7 +253,24 @@ def test_other_axes_keep_the_best_run_per_cell():
     worse = good.with_columns(pl.col("loss") + 0.5, pl.lit(8e-3).alias("optim.lr"))
     prepared, _, _ = _prepare(pl.concat([worse, good]), "train.precision")
     best, note = best_per_cell(prepared)
-    assert best.height == 64 and note.startswith("64 run(s) shared a (precision, N, D, U) cell")
+    assert best.height == 64 and note.startswith("64 run(s) of other cells (other axes) shared a (precision, N, D, U)")
     ref, _, _ = _prepare(good, "train.precision")
     assert np.allclose(np.sort(best["loss"].to_numpy()), np.sort(ref["loss"].to_numpy()))
     assert best_per_cell(ref) == (ref, None)
+
+
+def test_a_points_seeds_are_all_kept_and_its_cell_chosen_by_their_mean():
+    """The recipe laws' rule (analysis.tables.cells): at a point, the cell with the lower mean
+    over seeds wins even when the other holds the single lowest run, and every seed of the
+    winner is fitted (the old rule kept the single lowest run: a minimum over seeds, biased
+    low)."""
+    from analysis.fit.precision import _prepare, best_per_cell
+
+    one = _data(0).filter((pl.col("N") == pl.col("N").min()) & (pl.col("D") == pl.col("D").min()))
+    base = float(one["loss"][0])
+    rows = [one.head(1).with_columns(pl.lit(lr).alias("optim.lr"), pl.lit(s).alias("seed"), pl.lit(base + d).alias("loss"))
+            for lr, s, d in ((1e-3, 0, 0.00), (1e-3, 1, 0.10), (3e-3, 0, 0.03), (3e-3, 1, 0.04))]
+    prepared, _, _ = _prepare(pl.concat(rows), "train.precision")
+    best, note = best_per_cell(prepared)
+    assert best["optim.lr"].to_list() == [3e-3, 3e-3] and sorted(best["seed"]) == [0, 1]
+    assert note.startswith("2 run(s) of other cells")

@@ -388,7 +388,7 @@ def _ensemble_findings(runs: pl.DataFrame, names: Any, cost: _Cost) -> list[Find
 
 def _hps(runs: pl.DataFrame, axes: Sequence[str]) -> list[str]:
     """The axes that are hyperparameters (not sizes, tags, budgets, seeds)."""
-    from analysis.recipes.cells import SEED_COLUMNS  # the one list of seed keys
+    from analysis.tables.cells import SEED_COLUMNS  # the one list of seed keys
 
     return [a for a in dict.fromkeys(axes) if a in runs.columns and a not in (*SEED_COLUMNS, "block", "N")
             and not a.startswith(_NOT_HP)]
@@ -448,7 +448,7 @@ def _transfer_findings(runs: pl.DataFrame, swept: dict[str, list[str]], cost: _C
 
 
 def _replicate_findings(runs: pl.DataFrame, recipes: dict[str, pl.Expr], cost: _Cost) -> list[Finding]:
-    from analysis.recipes.cells import cell_columns
+    from analysis.tables.cells import cell_columns
 
     cells = [c for c in cell_columns(runs) if c in runs.columns]
     groups = runs.group_by(cells).len().filter(pl.col("len") >= 2)
