@@ -55,11 +55,21 @@ def _fit_quiet(fn, *args, **kwargs) -> FitResult:
         return fn(*args, **kwargs)
 
 
-def _label(group: JointGroup, several: bool) -> tuple[str, str]:
-    """(the status line's name, the figures' stem suffix) of a group."""
-    if not several:
-        return "joint law", ""
-    return f"joint law, {group.name}", "-" + (_SLUG.sub("_", group.name).strip("_.") or "recipe")
+def _labels(groups: list[JointGroup]) -> list[tuple[str, str]]:
+    """(the status line's name, the figures' stem suffix) of each group: the recipe's name,
+    its stem made safe for a file name and unique among the groups ("a b" and "a_b": -a_b
+    and -a_b-2)."""
+    if len(groups) == 1:
+        return [("joint law", "")]
+    out, seen = [], set()
+    for g in groups:
+        stem = "-" + (_SLUG.sub("_", g.name).strip("_.") or "recipe")
+        k, unique = 2, stem
+        while unique in seen:
+            unique, k = f"{stem}-{k}", k + 1
+        seen.add(unique)
+        out.append((f"joint law, {g.name}", unique))
+    return out
 
 
 def joint_sections(groups: list[JointGroup], source: str, out_dir: Path, section: Callable[[str], None], *,
@@ -73,8 +83,7 @@ def joint_sections(groups: list[JointGroup], source: str, out_dir: Path, section
         md += [f"Joint laws: one per recipe ({source}); each (N, D, U) point is its best cell "
                "(the lowest mean loss over seeds, all its seeds fitted), as the law in N takes "
                "each size's best cell.", ""]
-    for group in groups:
-        name, stem = _label(group, several)
+    for group, (name, stem) in zip(groups, _labels(groups)):
         section(name)
         data = group.runs
         if data["D"].n_unique() < 2:

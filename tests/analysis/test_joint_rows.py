@@ -100,3 +100,12 @@ def test_report_fits_one_joint_law_per_recipe_and_recovers_each_truth(tmp_path):
     assert 0.03 <= es["adamw"] - es["muon"] <= 0.17  # truth 0.10; measured 0.061-0.135
     for stem in ("residuals-muon", "residuals-adamw", "loss_vs_epochs-muon", "loss_vs_epochs-adamw"):
         assert (tmp_path / f"{stem}.png").is_file() and f"({stem}.png)" in text
+
+
+def test_figure_stems_are_safe_and_unique_per_recipe():
+    from analysis.recipes.joint_rows import JointGroup
+    from analysis.report.joint_md import _labels
+
+    groups = [JointGroup(n, pl.DataFrame(), 0) for n in ("a b", "a_b", "../x", "")]
+    assert [stem for _, stem in _labels(groups)] == ["-a_b", "-a_b-2", "-x", "-recipe"]
+    assert _labels(groups[:1]) == [("joint law", "")]
