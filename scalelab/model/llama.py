@@ -183,7 +183,27 @@ class Llama(nn.Module):
         w = self.head_weight()  # [V, d]
         if targets is None:
             return F.linear(h, w).float()  # [B, T, V]
-        flat_w = None if weights is None else weights.flatten()  # [B·T]
+        if weights is not None:  # 'mdm': only the masked positions carry a loss
+            return _weighted_loss(h.flatten(0, 1), w, targets.flatten(), weights.flatten())
         if targets.numel() * w.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
-            return cross_entropy(F.linear(h, w), targets, flat_w)  # [B, T, V] is small: the plain loss
-        return chunked_cross_entropy(h.flatten(0, 1), w, targets.flatten(), weights=flat_w)
+            return cross_entropy(F.linear(h, w), targets)  # [B, T, V] is small: the plain loss
+        return chunked_cross_entropy(h.flatten(0, 1), w, targets.flatten())
+
+
+@torch.compiler.disable  # a data-dependent row count: outside any compiled graph
+def _weighted_loss(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,
+                   weights: torch.Tensor) -> torch.Tensor:
+    """The mean over all n positions of weight x cross-entropy, from the rows whose weight
+    is nonzero only: 'mdm' weights are T/k on the k masked positions of a row and 0 on the
+    rest, so about half the head's logits (k is uniform on 1..T) were computed to be
+    multiplied by 0. h [n, d], w [V, d], targets [n], weights [n]; a 0-d fp32 tensor."""
+    n = h.shape[0]
+    rows = torch.nonzero(weights, as_tuple=True)[0]  # [m]
+    if rows.numel() == 0:
+        return h.sum() * 0.0  # nothing masked: a zero loss that keeps the graph
+    h_m, t_m, w_m = h.index_select(0, rows), targets.index_select(0, rows), weights.index_select(0, rows)
+    scale = rows.numel() / n  # the m-row mean, as a mean over all n
+    if rows.numel() * w.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
+        return cross_entropy(F.linear(h_m, w), t_m, w_m) * scale  # [m, V] is small: the plain loss
+    return chunked_cross_entropy(h_m, w, t_m, weights=w_m) * scale
+

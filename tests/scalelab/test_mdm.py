@@ -290,3 +290,43 @@ def test_weighted_chunked_loss_equals_the_plain_weighted_loss():
         assert torch.allclose(x, y, rtol=1e-12, atol=1e-14)
     assert float(cross_entropy(h @ w.T, t, weights)) == pytest.approx(float(b), rel=1e-6)
     assert float(cross_entropy(h @ w.T, t)) != pytest.approx(float(b), rel=1e-3)  # weights used
+
+
+@pytest.mark.parametrize("path", ["plain", "chunked"])
+def test_the_model_scores_only_masked_positions_and_keeps_the_full_loss(path, monkeypatch):
+    """``Llama(z, targets=x, weights=w)`` computes the head on the rows of nonzero weight only
+    (about half the logits: k is uniform on 1..T), and equals the weighted mean over every
+    position of the full fp64 logits: the chunked path (chunks of 5 rows, fp64 sums) to 1e-12
+    in the loss and 1e-10 in the gradients; the plain path takes fp32 logits by design
+    (``cross_entropy``), so fp32 precision: 1e-6 and 1e-5."""
+    import scalelab.model.chunked_loss as chunked
+    from scalelab.model import memory
+
+    if path == "chunked":
+        monkeypatch.setattr(memory, "PLAIN_LOSS_MAX_LOGITS", 0)
+        monkeypatch.setattr(chunked, "CHUNK_TOKENS", 5)
+    model = _tiny(11, "mdm", seed=3)
+    x = torch.randint(0, 11, (3, 9), generator=torch.Generator().manual_seed(1))
+    z, weights = train_draw(x, seed=0, step=4, rows=slice(0, 3), global_rows=3, mask_id=model.mask_id)
+    scored: list[int] = []
+    real_linear = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda a, b, *r: (scored.append(a.shape[0]),
+                                                                            real_linear(a, b, *r))[1])
+    loss = model(z, targets=x, weights=weights)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
+    h = model.tok_emb(z)  # the forward pass by hand, to fp64 logits of every position
+    for layer in model.layers:
+        h = layer(h, model.rope)
+    logits = model.norm_out(h) @ model.head_weight().T  # [B, T, V] fp64
+    ref = (torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten(), reduction="none")
+           * weights.flatten().double()).mean()
+    ref_grads = torch.autograd.grad(ref, list(model.parameters()))
+    rel, g_rel, g_abs = (1e-12, 1e-10, 1e-13) if path == "chunked" else (1e-6, 1e-5, 1e-7)
+    assert float(loss) == pytest.approx(float(ref), rel=rel)
+    for a, b in zip(grads, ref_grads):
+        assert torch.allclose(a, b, rtol=g_rel, atol=g_abs)
+    masked = int((weights > 0).sum())
+    assert 0 < masked < x.numel()
+    if path == "plain":
+        assert scored[-1] == masked  # the head saw the masked rows only, not all B*T
