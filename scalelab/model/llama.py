@@ -203,7 +203,7 @@ def _weighted_loss(h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,
         return h.sum() * 0.0  # nothing masked: a zero loss that keeps the graph
     h_m, t_m, w_m = h.index_select(0, rows), targets.index_select(0, rows), weights.index_select(0, rows)
     scale = rows.numel() / n  # the m-row mean, as a mean over all n
-    if rows.numel() * w.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:
+    if n * w.shape[0] <= memory.PLAIN_LOSS_MAX_LOGITS:  # chosen on all n rows, as the memory model
         return cross_entropy(F.linear(h_m, w), t_m, w_m) * scale  # [m, V] is small: the plain loss
     return chunked_cross_entropy(h_m, w, t_m, weights=w_m) * scale
 
