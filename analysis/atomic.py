@@ -58,6 +58,20 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
     return path
 
 
+def file_kind(mode: int) -> str:
+    """What a path that is no regular file is, from its ``st_mode``: "a directory", "a FIFO",
+    "a device", "a socket", else "a special file" (the one wording of every refusal)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
 def _refuse_special(path: Path) -> None:
     """An ``OSError`` when ``path`` is there and is no regular file or symlink."""
     try:
@@ -66,9 +80,7 @@ def _refuse_special(path: Path) -> None:
         return
     if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
         return
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device")  # fmt: skip
-    raise OSError(errno.EEXIST, f"{kind} is there, not a file: refusing to replace it; "
+    raise OSError(errno.EEXIST, f"{file_kind(mode)} is there, not a file: refusing to replace it; "
                   "write to a file path", str(path))  # fmt: skip
 
 

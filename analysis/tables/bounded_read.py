@@ -38,6 +38,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.atomic import file_kind
+
 __all__ = ["LIMITS", "Bounded", "Unreadable", "kind_of", "limit_for", "open_checked", "read_bounded"]
 
 LIMITS = {
@@ -99,18 +101,6 @@ def limit_for(path: str | Path) -> int:
     return LIMITS[kind_of(path)]
 
 
-def _what(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _size_text(n: int) -> str:
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
@@ -134,7 +124,7 @@ def open_checked(path: str | Path, limit: int | None = None) -> tuple[int, os.st
         st = os.fstat(fd)
         where = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
         if not stat.S_ISREG(st.st_mode):
-            raise Unreadable(_what(st.st_mode), where)
+            raise Unreadable(file_kind(st.st_mode), where)
         if st.st_size > limit:
             raise Unreadable(f"{_size_text(st.st_size)}, over the {_size_text(limit)} limit of "
                              f"such a file", where)

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import polars as pl
 
+from analysis.atomic import file_kind
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.tables.safe_parquet import CorruptParquetError, one_line, read_parquet_checked
 
@@ -119,8 +120,7 @@ def _regular_file(path: Path) -> None:
     if stat.S_ISDIR(mode):
         raise ExternalTableError(path, "a directory, not a file")
     if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
-        raise ExternalTableError(path, f"{kind}, not a regular file")
+        raise ExternalTableError(path, f"{file_kind(mode)}, not a regular file")
 
 
 def _read(path: Path) -> pl.DataFrame:
