@@ -9,7 +9,10 @@
 4. ``--group-by`` columns split them; EVERY group is checked to hold more points than the
    law has free parameters (``fit.require_points``) before any is fitted;
 5. one fit per group, its bootstrap (when asked), and the free parameters it left at a box
-   bound (``diagnostics.at_bounds``: not identified, never to be shown as bare numbers).
+   bound (``diagnostics.at_bounds``: not identified, never to be shown as bare numbers);
+6. a note per group whose runs at one point of the law's variables differ in another setting
+   (``mixed_settings_note``, read from the table itself: an lr grid, several D under a law in
+   N): the law fits them as replicates of one setting, so its loss is their average.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.bootstrap import BootstrapResult
 from analysis.fit.diagnostics import at_bounds
 from analysis.fit.fit import FitResult, require_points
-from analysis.fit.xvars import ensemble_points, fit_ready, law_fitter, with_x_columns
+from analysis.fit.xvars import X_SOURCES, ensemble_points, fit_ready, law_fitter, with_x_columns
+from analysis.laws.laws import LAW_NAMES
+from analysis.tables.cells import setting_columns
+from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.select import select_runs
 
-__all__ = ["GroupFit", "Selection", "fit_selection", "group_label", "group_runs"]
+__all__ = ["GroupFit", "Selection", "fit_selection", "group_label", "group_runs", "mixed_settings_note"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,38 @@ def group_runs(
     return sorted(groups, key=lambda g: tuple((v is None, str(v)) for v in g[0].values()))
 
 
+_SHOWN = {"D_total": "D", "D_unique": "U", "flops": "C"}  # prepare_runs' copies, by their x names
+
+
+def mixed_settings_note(part: pl.DataFrame, variables: Sequence[str], by: Sequence[str] = ()) -> str | None:
+    """A note when the runs of ``part`` at one point of ``variables`` (the law's inputs, e.g.
+    N, D, U) differ in another setting (``tables.cells.setting_columns``: config columns and
+    repeated numeric columns of the table itself), or None. Such runs are fitted as seeds of
+    one setting: an lr grid's untuned runs raise the law's loss, and several D under a law in
+    N alone average the budgets."""
+    keys = [v for v in variables if v in part.columns]
+    if not keys or part.height < 2:
+        return None
+    skip = {*keys, *(X_SOURCES[v] for v in keys if v in X_SOURCES), *by, "block",
+            *(f"{CONFIG_PREFIX}{k}" for k in by)}
+    other = setting_columns(part, skip)
+    if {"D_total", "D_unique"} <= set(other) and (part["D_total"] == part["D_unique"]).all():
+        other.remove("D_unique")  # a plain table's U is its D
+    if not other:
+        return None
+    distinct = part.group_by(keys).agg(pl.col(c).n_unique() for c in other)
+    differ = [c for c in other if distinct[c].max() > 1]
+    differ = [c for c in differ if not (c.startswith(CONFIG_PREFIX) and c[len(CONFIG_PREFIX):] in differ)]
+    if not differ:
+        return None
+    n = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height
+    names = list(dict.fromkeys(_SHOWN.get(c, c) for c in differ))
+    point = f"({', '.join(keys)})" if len(keys) > 1 else keys[0]
+    return (f"{n} of {distinct.height} {point} point(s) hold runs that differ in {', '.join(names)}: "
+            f"the law fits them as seeds of one setting (their average loss); select one with --where, "
+            f"split them with --group-by, or let `scalelab report` fit each point's best cell")
+
+
 def fit_selection(
     table: pl.DataFrame,
     *,
@@ -116,8 +154,11 @@ def fit_selection(
         if fitter.n_free is not None:
             in_group = f" in group {group_label(key)}" if key else ""
             require_points(part.height, fitter.n_free, fitter.law, what + in_group)
-    fits = []
+    fits, notes = [], list(ready.notes)
+    variables = (fitter.x,) if fitter.law == "powerlaw" else LAW_NAMES[fitter.law]().columns
     for key, part in groups:
+        if note := mixed_settings_note(part, variables, by):
+            notes.append(f"{group_label(key)}: {note}" if key else note)
         try:
             result = fitter.fit(part)
         except AnalysisInputError as err:
@@ -126,4 +167,4 @@ def fit_selection(
             raise AnalysisInputError(f"{group_label(key)}: {err}") from None
         boot = result.bootstrap(bootstrap, seed=seed) if bootstrap >= 2 else None
         fits.append(GroupFit(key, part, result, boot, at_bounds(result)))
-    return Selection(fitter.law, fitter.x, ready.notes, selected.height, tuple(fits))
+    return Selection(fitter.law, fitter.x, tuple(notes), selected.height, tuple(fits))

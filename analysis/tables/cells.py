@@ -20,7 +20,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 
-__all__ = ["LABELS", "SEED_COLUMNS", "best_cell_runs", "best_cells", "cell_columns"]
+__all__ = ["LABELS", "NOT_SETTINGS", "SEED_COLUMNS", "best_cell_runs", "best_cells", "cell_columns", "setting_columns"]
 
 SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
 """Columns that tell seed replicates of one cell apart (never part of the cell)."""
@@ -81,3 +81,31 @@ def best_cell_runs(frame: pl.DataFrame, cols: list[str], by: tuple[str, ...]) ->
     ranked, stats = _ranked(frame, cols, by)
     return (ranked.join(stats.select("_cell"), on="_cell").sort("_order")
             .drop("_order", "seed_label", "_cell"))
+
+
+NOT_SETTINGS = {"loss", "final_loss", "best_loss", "val_loss", "run_id", "name", "state",
+                 "run_dir", "N_non_embedding", "epochs", "steps", "gpu_hours", "gpu_gib",
+                 "micro_batch", "flops", *SEED_COLUMNS}
+"""Numeric runs-table columns that are outcomes, labels or functions of the settings (their
+variation within a cell is named through the settings that cause it)."""
+
+
+def setting_columns(frame: pl.DataFrame, skip: set[str]) -> list[str]:
+    """The columns that can tell runs of one cell apart, read from the table itself: the
+    recipes' cell columns (``cell_columns``: the config columns, N, D_unique, D_total) and
+    every other numeric column that is not a metric (a name starting with ``_`` or holding
+    ``/`` or ``loss``), a label, a seed or an outcome of a sweep's runs table
+    (``NOT_SETTINGS``), and whose values repeat (fewer distinct values than half the rows:
+    a setting is shared by many runs, a measured outcome almost never is). D, U, a second
+    hp of an external CSV (``lr``, ``bs``) are settings."""
+    half = frame.height / 2
+    aliases = {"D": "D_total", "U": "D_unique", "C": "flops"}  # prepare_runs' copies
+    skip = skip | {a for a, src in aliases.items() if src in frame.columns}
+    out = [c for c in cell_columns(frame) if c not in skip]
+    for c, t in frame.schema.items():
+        if (c in out or c in skip or c in NOT_SETTINGS or not t.is_numeric()
+                or c.startswith("_") or "/" in c or "loss" in c.lower()):
+            continue
+        if frame[c].n_unique() < half:
+            out.append(c)
+    return out

@@ -30,7 +30,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
-from analysis.tables.cells import SEED_COLUMNS, cell_columns
+from analysis.tables.cells import setting_columns
 from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
@@ -139,34 +139,6 @@ def _edge_notes(cells: pl.DataFrame, x: tuple[str, ...], hp: str, over: str) -> 
     more = f"; and {edge.height - 8} more" if edge.height > 8 else ""
     return [f"{edge.height} of {cells.height} cells have no valley in {over} (their best run's "
             f"loss is used, and may be overstated): {shown}{more}"]
-
-
-_NOT_SETTINGS = {"loss", "final_loss", "best_loss", "val_loss", "run_id", "name", "state",
-                 "run_dir", "N_non_embedding", "epochs", "steps", "gpu_hours", "gpu_gib",
-                 "micro_batch", "flops", *SEED_COLUMNS}
-"""Numeric runs-table columns that are outcomes, labels or functions of the settings (their
-variation within a cell is named through the settings that cause it)."""
-
-
-def setting_columns(frame: pl.DataFrame, skip: set[str]) -> list[str]:
-    """The columns that can tell runs of one cell apart, read from the table itself: the
-    recipes' cell columns (``cell_columns``: the config columns, N, D_unique, D_total) and
-    every other numeric column that is not a metric (a name starting with ``_`` or holding
-    ``/`` or ``loss``), a label, a seed or an outcome of a sweep's runs table
-    (``_NOT_SETTINGS``), and whose values repeat (fewer distinct values than half the rows:
-    a setting is shared by many runs, a measured outcome almost never is). D, U, a second
-    hp of an external CSV (``lr``, ``bs``) are settings."""
-    half = frame.height / 2
-    aliases = {"D": "D_total", "U": "D_unique", "C": "flops"}  # prepare_runs' copies
-    skip = skip | {a for a, src in aliases.items() if src in frame.columns}
-    out = [c for c in cell_columns(frame) if c not in skip]
-    for c, t in frame.schema.items():
-        if (c in out or c in skip or c in _NOT_SETTINGS or not t.is_numeric()
-                or c.startswith("_") or "/" in c or "loss" in c.lower()):
-            continue
-        if frame[c].n_unique() < half:
-            out.append(c)
-    return out
 
 
 def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | None) -> str | None:

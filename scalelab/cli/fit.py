@@ -209,7 +209,7 @@ def fit_cmd(
     holdouts = _holdouts(sel, holdout_largest)
     console = Console()
     for note in sel.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     print_wide(fit_table(sel, where, group_by), console)
     for line in warning_lines(sel, grouped=bool(group_by)):
         console.print(line, markup=False, highlight=False)

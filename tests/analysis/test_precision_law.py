@@ -268,7 +268,8 @@ def test_a_points_seeds_are_all_kept_and_its_cell_chosen_by_their_mean():
 
     one = _data(0).filter((pl.col("N") == pl.col("N").min()) & (pl.col("D") == pl.col("D").min()))
     base = float(one["loss"][0])
-    rows = [one.head(1).with_columns(pl.lit(lr).alias("optim.lr"), pl.lit(s).alias("seed"), pl.lit(base + d).alias("loss"))
+    rows = [one.head(1).with_columns(pl.lit(lr).alias("optim.lr"), pl.lit(s).alias("seed"),
+                                     pl.lit(base + d).alias("loss"))
             for lr, s, d in ((1e-3, 0, 0.00), (1e-3, 1, 0.10), (3e-3, 0, 0.03), (3e-3, 1, 0.04))]
     prepared, _, _ = _prepare(pl.concat(rows), "train.precision")
     best, note = best_per_cell(prepared)
