@@ -59,10 +59,12 @@ class JointGroup:
 
 
 def joint_groups(data: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,
-                 ref_wd: float = REF_WD) -> tuple[list[JointGroup], str]:
+                 ref_wd: float = REF_WD, reference: str | None = None) -> tuple[list[JointGroup], str]:
     """(one ``JointGroup`` per recipe with runs, where the recipes came from) of fit-ready
     runs ``data`` (``analysis.tables.runs.prepare_runs``: N, D, U, loss, config columns).
-    A bad ``filters`` entry raises AnalysisInputError, as in ``find_recipes``."""
+    ``reference``: the recipe the untagged ``data`` block joins (``--reference``; default
+    ``rows.reference_recipe``'s). A bad ``filters`` entry or an unknown ``reference`` raises
+    AnalysisInputError, as in ``find_recipes``."""
     if missing := {"N", "D", "U", "loss"} - set(data.columns):
         raise AnalysisInputError(f"runs need columns N, D, U and loss; missing {sorted(missing)}")
     try:
@@ -76,7 +78,7 @@ def joint_groups(data: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     if not filters and _ALL not in recipes and "block" in data.columns:
         # the data budgets are the reference recipe's: untagged, they join it
         untagged = pl.col("recipe").is_null() if "recipe" in data.columns else pl.lit(True)
-        ref = reference_recipe(found)
+        ref = reference_recipe(found, reference)
         recipes[ref] = recipes[ref] | ((pl.col("block") == DATA_BLOCK) & untagged)
     groups = []
     for name, pred in recipes.items():

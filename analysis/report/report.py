@@ -72,12 +72,14 @@ def write_report_status(
     progress: bool | Reporter | None = None,
     recipes: Mapping[str, Sequence[str]] | None = None,
     ref_wd: float = REF_WD,
+    reference: str | None = None,
 ) -> tuple[Path, list[str]]:
     """``write_report``, also returning one line per section: what was fitted, or what is
     missing (the same lines open the report under "Sections"). ``progress``: see the
     module docstring (None: the enclosing ``progress.reporting`` block's). ``recipes``
     (``--recipe`` NAME=COND filters) and ``ref_wd``: how the recipes are found, as in
-    ``analysis.recipes.rows.find_recipes`` (and infinite_compute.md)."""
+    ``analysis.recipes.rows.find_recipes`` (and infinite_compute.md); ``reference``: the
+    recipe whose data budgets an untagged ``data`` block holds (``--reference``)."""
     out_dir = Path(out_dir)
     report = progress_fn(progress) or False  # False: the steps below stay silent too
     status: list[str] = []
@@ -104,7 +106,7 @@ def write_report_status(
     asym: dict[str, object] = {}
     fitted: list[tuple[str, RecipeE, pl.DataFrame]] = []
     unidentified: list[tuple[str, str, pl.DataFrame]] = []
-    groups, group_source = joint_groups(data, recipes, ref_wd=ref_wd)
+    groups, group_source = joint_groups(data, recipes, ref_wd=ref_wd, reference=reference)
     section = Sections(LAWS_REPORT_FILE, len(laws) + 1 + len(groups), report)  # + figures, joint laws
     for law in laws:
         name, res, sub = law.label, law.asymptote, law.runs

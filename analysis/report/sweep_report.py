@@ -73,7 +73,8 @@ def write_sweep_report(sweep_dir: str | Path, *, loss: str = "final_loss", boots
     try:
         path, status = write_report_status(runs, out, title=f"Scaling-law report: {sweep_dir.name}",
                                            loss=loss, bootstrap=bootstrap, seed=seed,
-                                           progress=report, recipes=recipes, ref_wd=ref_wd)
+                                           progress=report, recipes=recipes, ref_wd=ref_wd,
+                                           reference=reference)
         sections[path] = status
     except AnalysisInputError as err:
         path = out / LAWS_REPORT_FILE

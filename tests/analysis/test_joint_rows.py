@@ -74,6 +74,14 @@ def test_groups_follow_the_recipes_and_the_data_block_joins_the_reference():
     assert only.runs.height == 6 and only.n_input == 6
     with pytest.raises(AnalysisInputError, match="optim.nme"):  # a bad filter is bad input
         joint_groups(frame, {"x": ["optim.nme=muon"]})
+    # Recipes from the recipe column: the untagged data block joins the reference recipe,
+    # --reference's when given ("adamw", the first by name, otherwise).
+    tagged = frame.with_columns(pl.Series("recipe", ["muon", "muon", "adamw", "adamw", None, None, None]))
+    for reference, joined in ((None, "adamw"), ("muon", "muon")):
+        by = {g.name: g.runs.height for g in joint_groups(tagged, reference=reference)[0]}
+        assert by == {"adamw": 2, "muon": 2, joined: 4}
+    with pytest.raises(AnalysisInputError, match="reference recipe 'nope'"):
+        joint_groups(tagged, reference="nope")
 
 
 def test_report_fits_one_joint_law_per_recipe_and_recovers_each_truth(tmp_path):
