@@ -29,7 +29,7 @@ from analysis.fit.diagnostics import at_bounds
 from analysis.fit.fit import FitResult, require_points
 from analysis.fit.xvars import X_SOURCES, ensemble_points, fit_ready, law_fitter, with_x_columns
 from analysis.laws.laws import LAW_NAMES
-from analysis.tables.cells import setting_columns
+from analysis.tables.cells import differing_settings, setting_columns
 from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.select import select_runs
 
@@ -112,15 +112,13 @@ def mixed_settings_note(part: pl.DataFrame, variables: Sequence[str], by: Sequen
         other.remove("D_unique")  # a plain table's U is its D
     if not other:
         return None
-    distinct = part.group_by(keys).agg(pl.col(c).n_unique() for c in other)
-    differ = [c for c in other if distinct[c].max() > 1]
-    differ = [c for c in differ if not (c.startswith(CONFIG_PREFIX) and c[len(CONFIG_PREFIX):] in differ)]
+    differ, n, points = differing_settings(part, keys, other)
     if not differ:
         return None
-    n = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height
-    names = list(dict.fromkeys(_SHOWN.get(c, c) for c in differ))
+    names = list(dict.fromkeys(_SHOWN.get(c, c) for c in differ
+                               if not (c.startswith(CONFIG_PREFIX) and c[len(CONFIG_PREFIX):] in differ)))
     point = f"({', '.join(keys)})" if len(keys) > 1 else keys[0]
-    return (f"{n} of {distinct.height} {point} point(s) hold runs that differ in {', '.join(names)}: "
+    return (f"{n} of {points} {point} point(s) hold runs that differ in {', '.join(names)}: "
             f"the law fits them as seeds of one setting (their average loss); select one with --where, "
             f"split them with --group-by, or let `scalelab report` fit each point's best cell")
 

@@ -38,7 +38,7 @@ import polars as pl
 from analysis.errors import AnalysisInputError
 from analysis.recipes.names import base_budget
 from analysis.recipes.replicates import find_replicates
-from analysis.recipes.rows import find_recipes
+from analysis.recipes.rows import recipes_or_none
 from analysis.tables.cells import best_cells, cell_columns
 
 __all__ = ["BOUND", "MIN_EPOCHS", "SE", "EpochCurves", "epoch_curves", "epochs_of", "roughness"]
@@ -136,11 +136,8 @@ def roughness(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, int]:
 
 
 def _recipe_frames(data: pl.DataFrame, recipes=None) -> tuple[dict[str, pl.DataFrame], str]:
-    try:
-        rows = find_recipes(data, recipes)
-    except AnalysisInputError:
-        if recipes:
-            raise  # a bad filter is bad input
+    rows = recipes_or_none(data, recipes)  # a bad filter is bad input
+    if rows is None:
         return {}, "no recipes"  # a table without recipes is no study of recipes
     frames = {name: data.filter(pred) for name, pred in rows.predicates.items()}
     frames = {k: v for k, v in frames.items() if v.height}

@@ -30,7 +30,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.recipes.names import REF_WD
-from analysis.recipes.rows import RecipeRows, find_recipes, reference_recipe
+from analysis.recipes.rows import RecipeRows, recipes_or_none, reference_recipe
 from analysis.tables.cells import best_cell_runs, cell_columns
 
 __all__ = ["JOINT_LEFT_OUT", "JointGroup", "joint_groups"]
@@ -67,11 +67,8 @@ def joint_groups(data: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     AnalysisInputError, as in ``find_recipes``."""
     if missing := {"N", "D", "U", "loss"} - set(data.columns):
         raise AnalysisInputError(f"runs need columns N, D, U and loss; missing {sorted(missing)}")
-    try:
-        found = find_recipes(data, filters, ref_wd=ref_wd)
-    except AnalysisInputError:
-        if filters:
-            raise
+    found = recipes_or_none(data, filters, ref_wd=ref_wd)
+    if found is None:
         keep = ~pl.col("block").is_in(JOINT_LEFT_OUT) if "block" in data.columns else pl.lit(True)
         found = RecipeRows({_ALL: keep}, "the whole table (no recipes found)")
     recipes = dict(found.predicates)

@@ -33,7 +33,7 @@ from analysis.fit.identified import (
 from analysis.fit.power_law import PowerLawFit, fit_asymptote
 from analysis.recipes.cells import SizePoints, size_points
 from analysis.recipes.names import REF_WD
-from analysis.recipes.rows import find_recipes
+from analysis.recipes.rows import recipes_or_none
 from analysis.tables.cells import best_cells, cell_columns
 
 __all__ = ["RecipeE", "RecipeLaw", "flag_of", "judge", "recipe_asymptote", "recipe_laws", "reportable"]
@@ -151,13 +151,11 @@ def recipe_laws(data: pl.DataFrame, level: float = 0.95, *,
     N, D, U, loss, ...). What ``report.md``, ``infinite_compute.md`` and notebook 01 write of
     a recipe's E."""
     budget = "U" if "U" in data.columns else "D"
-    try:
-        found = find_recipes(data, filters, ref_wd=ref_wd)
+    found = recipes_or_none(data, filters, ref_wd=ref_wd)  # a bad --recipe filter raises
+    if found is not None:
         recipes, source = list(found.predicates.items()), found.source
-    except AnalysisInputError:
-        if filters:  # a bad --recipe filter is bad input, never "no recipes"
-            raise
-        recipes, budget = [(_ALL, pl.lit(True))], "D"  # no recipes: each D is a group
+    else:  # no recipes: each training-token count D is a group
+        recipes, budget = [(_ALL, pl.lit(True))], "D"
         source = "the whole table (no recipes found; one group per D)"
     laws = []
     for name, pred in recipes:

@@ -35,7 +35,7 @@ from analysis.recipes.names import REF_WD, REGULARIZED, STANDARD
 from analysis.tables.select import parse_where
 
 __all__ = ["ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
-           "recipe_predicate", "reference_recipe", "split_conditions"]
+           "recipe_predicate", "recipes_or_none", "reference_recipe", "split_conditions"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -174,6 +174,19 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     raise AnalysisInputError(
         "no recipes found: the runs have no `recipe` column (set extra.recipe in the spec), no "
         "blocks, and no --recipe NAME=COND filter was given")
+
+
+def recipes_or_none(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,
+                    ref_wd: float = REF_WD) -> RecipeRows | None:
+    """``find_recipes``, or None when the runs have no recipes and no ``filters`` were given
+    (each caller's own fallback: one group, one group per D, no study); a bad filter still
+    raises AnalysisInputError."""
+    try:
+        return find_recipes(runs, filters, ref_wd=ref_wd)
+    except AnalysisInputError:
+        if filters:
+            raise
+        return None
 
 
 def reference_recipe(rows: RecipeRows, wanted: str | None = None) -> str:

@@ -20,7 +20,8 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 
-__all__ = ["LABELS", "NOT_SETTINGS", "SEED_COLUMNS", "best_cell_runs", "best_cells", "cell_columns", "setting_columns"]
+__all__ = ["LABELS", "NOT_SETTINGS", "SEED_COLUMNS", "best_cell_runs", "best_cells", "cell_columns",
+           "differing_settings", "setting_columns"]
 
 SEED_COLUMNS = ("seed", "train.init_seed", "data.seed", "data.subset_seed", "member")
 """Columns that tell seed replicates of one cell apart (never part of the cell)."""
@@ -109,3 +110,14 @@ def setting_columns(frame: pl.DataFrame, skip: set[str]) -> list[str]:
         if frame[c].n_unique() < half:
             out.append(c)
     return out
+
+
+def differing_settings(frame: pl.DataFrame, keys: list[str], other: list[str]) -> tuple[list[str], int, int]:
+    """(the columns of ``other`` that take more than one value at some point of ``keys``, how
+    many points hold such runs, how many points there are): the count behind the notes that
+    runs of one point were averaged across settings (``fit``'s and ``transfer``'s)."""
+    distinct = frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)  # per point
+    differ = [c for c in other if distinct[c].max() > 1]
+    mixed = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height if differ else 0
+    return differ, mixed, distinct.height
+

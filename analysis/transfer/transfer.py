@@ -30,7 +30,7 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError, did_you_mean
 from analysis.fit.xvars import X_SOURCES
-from analysis.tables.cells import setting_columns
+from analysis.tables.cells import differing_settings, setting_columns
 from analysis.tables.external import CONFIG_PREFIX
 from analysis.tables.runs import LOSS_COLUMNS, prepare_runs
 from analysis.transfer.law import TransferLaw, fit_law_wls
@@ -158,16 +158,13 @@ def _mixed_note(frame: pl.DataFrame, x: tuple[str, ...], hp: str, over: str | No
         other.remove("U")  # prepare_runs' copy of D for a plain table without U
     if not other:
         return None
-    distinct = frame.group_by(keys).agg(pl.col(c).n_unique() for c in other)  # per cell
-    differ = [c for c in other if distinct[c].max() > 1]
+    differ, n, _ = differing_settings(frame, keys, other)  # per cell
     where = "cell(s) average runs"
     if not differ:  # no cell mixes, but a group's cells may come from different settings
-        distinct = frame.group_by(list(x)).agg(pl.col(c).n_unique() for c in other)
-        differ = [c for c in other if distinct[c].max() > 1]
+        differ, n, _ = differing_settings(frame, list(x), other)
         where = "group(s) mix cells of runs"
     if not differ:
         return None
-    n = distinct.filter(pl.any_horizontal(pl.col(c) > 1 for c in differ)).height
     names = {"D_total": "D", "D_unique": "U", "D": "D", "U": "U", "C": "C"}
     add = sorted({names[c] for c in differ if c in names} - set(x), key="NDUC".index)
     hint = f", add {','.join(add)} to the law's x" if add else ""

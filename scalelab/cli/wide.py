@@ -25,7 +25,7 @@ def print_wide(view: Any, console: Console | None = None) -> None:
     """Print ``view`` (a rich renderable) on ``console`` (default: stdout, no highlighting),
     at its natural width when that console is no terminal."""
     console = console or Console(highlight=False, soft_wrap=True)
-    if not console.is_terminal and natural_width(view) > console.width:
-        console = Console(file=console.file, width=natural_width(view), highlight=False, soft_wrap=True,
-                          color_system=None)
+    width = console.width if console.is_terminal else natural_width(view)
+    if width > console.width:
+        console = Console(file=console.file, width=width, highlight=False, soft_wrap=True, color_system=None)
     console.print(view)

@@ -208,15 +208,10 @@ class _Cost:
 def _recipes(runs: pl.DataFrame, names: Any) -> tuple[dict[str, pl.Expr], str]:
     """Recipe name -> predicate: the report's rule, else one recipe per block (data, ensemble
     and student blocks are not laws vs N)."""
-    from analysis.errors import AnalysisInputError
-    from analysis.recipes.rows import find_recipes
+    from analysis.recipes.rows import recipes_or_none
 
-    try:
-        found = find_recipes(runs)
-        preds = dict(found.predicates)
-        source = "report"
-    except AnalysisInputError:
-        preds, source = {}, "blocks"
+    found = recipes_or_none(runs)
+    preds, source = (dict(found.predicates), "report") if found is not None else ({}, "blocks")
     covered = pl.any_horizontal(*preds.values()) if preds else pl.lit(False)
     other = {names.data, names.ensemble}
     left = (runs.filter(~covered & ~pl.col("student") & ~pl.col("block").is_in(list(other)))
