@@ -149,6 +149,6 @@ def plot_gaps(gaps, reference: str):
     ax.set_ylabel(f"loss - {reference} loss (nats), same N and data")
     ax.set_title(f"Paired gap to {reference}: mean over sizes, 95% t-interval", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
