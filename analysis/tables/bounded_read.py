@@ -54,7 +54,7 @@ LIMITS = {
 
 _KINDS = {
     "status.json": "state", "claim.json": "state", "meta.json": "json", "manifest.json": "json",
-    "config.yaml": "yaml", "config-input.yaml": "yaml", "spec.yaml": "yaml",
+    "config.yaml": "yaml", "config-input.yaml": "yaml", "spec.yaml": "yaml", "study.yaml": "yaml",
     "plan.parquet": "table", "runs.parquet": "table",
 }
 
@@ -83,14 +83,15 @@ class Bounded:
 
 def kind_of(path: str | Path) -> str:
     """The kind (``LIMITS``) of a run or sweep file, by its name: a part file or an
-    ``ensembles/evals.parquet`` by its folder, a checkpoint's file by its ``step-`` folder."""
+    ``ensembles/evals.parquet`` or an adaptive study's table by its folder, a checkpoint's file
+    by its ``step-`` folder."""
     p = Path(path)
     if p.name in _KINDS:
         return _KINDS[p.name]
     if p.parent.name.startswith("step-"):
         return "checkpoint"
     if p.suffix == ".parquet":
-        return "table" if p.parent.name == "ensembles" else "records"
+        return "table" if p.parent.name in ("ensembles", "adaptive") else "records"
     if p.name.endswith(".manifest.json"):
         return "state"
     return "json"

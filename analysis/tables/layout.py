@@ -18,7 +18,11 @@ scalelab, so the owner sits here)::
             infinite_compute.md     RECIPES_REPORT_FILE  the recipes compared
             recipes.png, .svg       RECIPES_FIGURE (a stem)
         fit/                        FIT_FOLDER     ``scalelab fit``'s plots
-        adaptive/                   ADAPTIVE_FOLDER  an adaptive study's state (``scalelab next``)
+        adaptive/                   ADAPTIVE_FOLDER  an adaptive study's state (``scalelab next``):
+            study.yaml              ADAPTIVE_STUDY_FILE       the study's spec
+            trajectory.parquet      ADAPTIVE_TRAJECTORY_FILE  one row per look at the target
+            round-001.parquet, ...  ``adaptive_round_file``   each round's candidates
+            next.yaml               ADAPTIVE_NEXT_FILE        ``scalelab next``'s block
 
     <run dir>/
         config-input.yaml           CONFIG_INPUT_FILE  the config a job hands the trainer
@@ -42,6 +46,9 @@ from pathlib import Path
 
 __all__ = [
     "ADAPTIVE_FOLDER",
+    "ADAPTIVE_NEXT_FILE",
+    "ADAPTIVE_STUDY_FILE",
+    "ADAPTIVE_TRAJECTORY_FILE",
     "BLOCK_COLUMN",
     "CHECKPOINT_FOLDER",
     "CONFIG_FILE",
@@ -66,6 +73,7 @@ __all__ = [
     "RUNS_FOLDER",
     "SPEC_FILE",
     "STATUS_FILE",
+    "adaptive_round_file",
     "ensemble_evals_file",
     "plan_file",
     "record_file",
@@ -104,6 +112,12 @@ FIT_FOLDER = "fit"
 """Where ``scalelab fit`` writes its plots (without ``--out``)."""
 ADAPTIVE_FOLDER = "adaptive"
 """An adaptive study's state (study, next runs, trajectory: ``scalelab.adaptive.record``)."""
+ADAPTIVE_STUDY_FILE = "study.yaml"
+"""The adaptive study's spec, in ADAPTIVE_FOLDER (read back by ``scalelab next SWEEP_DIR``)."""
+ADAPTIVE_TRAJECTORY_FILE = "trajectory.parquet"
+"""The adaptive loop's trajectory, in ADAPTIVE_FOLDER (read back to append each round)."""
+ADAPTIVE_NEXT_FILE = "next.yaml"
+"""``scalelab next``'s block (its default ``-o``), in ADAPTIVE_FOLDER."""
 BLOCK_COLUMN = "block"
 """The plan column naming each run's block (absent without blocks)."""
 
@@ -148,6 +162,11 @@ def runs_file(sweep_dir: str | Path) -> Path:
 
 def run_dirs_folder(sweep_dir: str | Path) -> Path:
     return Path(sweep_dir) / RUNS_FOLDER
+
+
+def adaptive_round_file(sweep_dir: str | Path, index: int) -> Path:
+    """Round ``index``'s record of an adaptive study (``round-001.parquet``; 0: the seed design)."""
+    return Path(sweep_dir) / ADAPTIVE_FOLDER / f"round-{index:03d}.parquet"
 
 
 def ensemble_evals_file(sweep_dir: str | Path) -> Path:

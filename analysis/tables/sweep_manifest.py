@@ -1,11 +1,13 @@
 """Sweep-level files prove their integrity: each has a manifest beside it.
 
-``spec.yaml`` (the copy of the latest launch's spec), ``plan.parquet``, ``runs.parquet`` and
-``ensembles/evals.parquet`` are each written with ``<name>.manifest.json`` beside them
-(``manifest_of``): the file's name, size and sha256, written last and atomically, by whoever
-wrote the file (``scalelab.sweep.run.start`` the spec copy, ``scalelab.sweep.run.launch``
-the plan, ``scalelab.sweep.view.collect`` the runs table, ``scalelab.ensemble.evaluate`` the
-ensembles' losses; through ``scalelab.store.sweep_files``).
+``spec.yaml`` (the copy of the latest launch's spec), ``plan.parquet``, ``runs.parquet``,
+``ensembles/evals.parquet`` and an adaptive study's ``adaptive/study.yaml``,
+``adaptive/trajectory.parquet`` and ``adaptive/round-NNN.parquet`` are each written with
+``<name>.manifest.json`` beside them (``manifest_of``): the file's name, size and sha256,
+written last and atomically, by whoever wrote the file (``scalelab.sweep.run.start`` the
+spec copy, ``scalelab.sweep.run.launch`` the plan, ``scalelab.sweep.view.collect`` the runs
+table, ``scalelab.ensemble.evaluate`` the ensembles' losses, ``scalelab.adaptive.record``
+the adaptive state; through ``scalelab.store.sweep_files``).
 Every reader reads the file once, whole (``analysis.tables.bounded_read``: bounded, never
 blocking), checks those bytes against the manifest and decodes the same bytes
 (``read_verified``): one flipped bit anywhere in the file is a one-line
@@ -19,6 +21,13 @@ or runs table.
 - ``ensembles/evals.parquet`` feeds the ensemble verdicts of ``report``, ``compare`` and
   ``fit --x K``: a damaged one is refused, naming ``scalelab ensemble SWEEP``, which
   evaluates the members again (their checkpoints carry manifests of their own).
+- ``adaptive/study.yaml`` is the study that ``scalelab next SWEEP_DIR`` continues and that
+  ``scalelab sweep`` keeps as the sweep's spec when it launches ``next``'s block: a damaged
+  one is refused, naming ``scalelab next SPEC`` with the study's own spec file, which
+  records it again. ``adaptive/trajectory.parquet`` is read back to append each round: a
+  damaged one is refused, never extended (moved aside, the loop starts a new one; every
+  round's state is also in its round file). The round files are records only (no command
+  reads them): their manifests let an audit check them.
 
 A manifest that is itself damaged (not JSON, another file's name) fails the same way.
 Writers of one sweep directory hold its lock (``sweep_lock``: an exclusive ``flock`` on
@@ -26,8 +35,9 @@ Writers of one sweep directory hold its lock (``sweep_lock``: an exclusive ``flo
 reader that finds a file and its manifest disagreeing reads both again under the shared
 lock before it says so, so a writer caught between the two is not taken for damage.
 
-Not covered: the ``adaptive/`` state and the report's outputs (written from verified
-inputs, read by no command as input). A sweep directory from before these manifests has
+Not covered: ``adaptive/next.yaml`` (a spec the user launches, checked as any spec is)
+and the report's and fit's outputs (written from verified inputs, read by no command as
+input). A sweep directory from before these manifests has
 none: its spec copy, plan and ensembles' losses are read as before (unverified) until the
 next ``scalelab sweep`` or ``scalelab ensemble`` writes them with manifests; its runs table
 without a manifest is stale, so the next command collects it again, with one (a
@@ -47,7 +57,16 @@ from pathlib import Path
 
 from analysis.errors import AnalysisInputError
 from analysis.tables.bounded_read import LIMITS, Unreadable, read_bounded
-from analysis.tables.layout import ENSEMBLE_EVALS_FILE, ENSEMBLES_FOLDER, PLAN_FILE, RUNS_FILE, SPEC_FILE
+from analysis.tables.layout import (
+    ADAPTIVE_FOLDER,
+    ADAPTIVE_STUDY_FILE,
+    ADAPTIVE_TRAJECTORY_FILE,
+    ENSEMBLE_EVALS_FILE,
+    ENSEMBLES_FOLDER,
+    PLAN_FILE,
+    RUNS_FILE,
+    SPEC_FILE,
+)
 
 __all__ = ["COVERED", "FORMAT", "MANIFEST_SUFFIX", "SweepManifestError", "Verified", "hint_for", "manifest_doc",
            "manifest_of", "read_verified", "sweep_lock", "verify_bytes"]
@@ -55,7 +74,9 @@ __all__ = ["COVERED", "FORMAT", "MANIFEST_SUFFIX", "SweepManifestError", "Verifi
 MANIFEST_SUFFIX = ".manifest.json"
 """``plan.parquet`` -> ``plan.parquet.manifest.json``, beside it."""
 FORMAT = 1
-COVERED = (SPEC_FILE, PLAN_FILE, RUNS_FILE, f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}")
+COVERED = (SPEC_FILE, PLAN_FILE, RUNS_FILE, f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}",
+           f"{ADAPTIVE_FOLDER}/{ADAPTIVE_STUDY_FILE}", f"{ADAPTIVE_FOLDER}/{ADAPTIVE_TRAJECTORY_FILE}",
+           f"{ADAPTIVE_FOLDER}/round-NNN.parquet")
 """The sweep-level files written with a manifest (module docstring: why not the others)."""
 LOCK_FILE = ".sweep-files.lock"
 """The lock writers of a sweep directory's files hold (``sweep_lock``)."""
@@ -66,15 +87,20 @@ HINTS = {
                "done are kept)",
     RUNS_FILE: "run `scalelab collect SWEEP` to collect it again",
     f"{ENSEMBLES_FOLDER}/{ENSEMBLE_EVALS_FILE}": "run `scalelab ensemble SWEEP` to evaluate the ensembles again",
+    f"{ADAPTIVE_FOLDER}/{ADAPTIVE_STUDY_FILE}": "run `scalelab next SPEC` with the study's own spec file to "
+                                                "record it again",
+    f"{ADAPTIVE_FOLDER}/{ADAPTIVE_TRAJECTORY_FILE}": "move it aside and the adaptive loop starts a new one (each "
+                                                     "round's state is also in its round-NNN.parquet)",
 }
 """What to do about a damaged file, by its path under the sweep directory (``hint_for``)."""
 
 
 def hint_for(path: str | Path) -> str:
     """``HINTS``' line for the sweep-level file ``path`` ("" for another file): a run's own
-    ``evals.parquet`` is not the sweep's ``ensembles/evals.parquet``."""
+    ``evals.parquet`` is not the sweep's ``ensembles/evals.parquet``, nor a spec file named
+    ``study.yaml`` the adaptive study's."""
     path = Path(path)
-    return HINTS.get(path.name if path.parent.name != ENSEMBLES_FOLDER else f"{ENSEMBLES_FOLDER}/{path.name}", "")
+    return HINTS.get(f"{path.parent.name}/{path.name}") or HINTS.get(path.name, "")
 
 
 class SweepManifestError(AnalysisInputError):

@@ -13,7 +13,8 @@ The study's plan is the whole expansion of ``study.yaml`` (``expand`` with its d
 facts, unless given), i.e. exactly what ``collect`` expands ``spec.yaml`` to once it is
 the study's; runs are compared by run id. No recorded study, one that no longer loads or
 plans here, or any launched run outside its plan: None (the launched spec is copied as
-before).
+before). A recorded study that fails its manifest (``scalelab.store.sweep_files``) is a
+one-line ``UserError`` naming it: damage is said, not taken for "no study".
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from pathlib import Path
 
 from scalelab.adaptive.record import ADAPTIVE_DIR, STUDY_FILE
 from scalelab.errors import UserError
+from scalelab.store.sweep_files import read_sweep_text
 from scalelab.sweep.plan.datasets import DatasetFacts, dataset_facts
 from scalelab.sweep.plan.expand import expand
-from scalelab.sweep.spec.load import load_spec
+from scalelab.sweep.spec.load import parse_spec
 
 __all__ = ["KeptStudy", "kept_study"]
 
@@ -50,11 +52,14 @@ def kept_study(sweep_dir: str | Path, run_ids: Iterable[str], *,
     wanted = set(run_ids)
     if not wanted or not path.is_file():
         return None
+    text = read_sweep_text(path)  # checked against its manifest; damage raises
+    if text is None:
+        return None
     try:
-        spec = load_spec(path)
+        spec = parse_spec(text, file=str(path))
         plan = expand(spec, datasets=dataset_facts(spec) if datasets is None else datasets)
     except (UserError, OSError, ValueError):
         return None
     if not wanted <= set(plan.table["run_id"].to_list()):
         return None
-    return KeptStudy(path, spec.text or path.read_text())
+    return KeptStudy(path, spec.text or text)

@@ -14,14 +14,19 @@ and name of each candidate, its ``cost`` in ``unit``, and the state before the r
 without an interval),
 ``predicted_width`` (the planning model's), ``spent`` and ``budget_left``. The trajectory
 has round (0: the seed design), runs (finished), spent, unit, sizes (settled), value, lo,
-hi, width, decided, target, stopped (why the loop ended, on its last row). Every file is written atomically
-(``scalelab.store.atomic``); rounds are numbered on from the last one on disk, so a
-resumed study appends to its record.
+hi, width, decided, target, stopped (why the loop ended, on its last row).
+
+Every file but ``next.yaml`` (a spec the user launches) is written atomically with its
+manifest (``scalelab.store.sweep_files``; ``analysis.tables.sweep_manifest``): the study and
+the trajectory are read back (``scalelab.adaptive.source``, ``membership``,
+``append_trajectory``) checked against it, so a damaged one is a one-line error naming the
+file and what to do, never a silently changed study or a trajectory extended from damaged
+rows. Rounds are numbered on from the last one on disk, so a resumed study appends to its
+record.
 """
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -29,23 +34,31 @@ import polars as pl
 
 from analysis.adaptive import trajectory as traj
 from analysis.adaptive.targets import Summary
-from analysis.tables.bounded_read import LIMITS, read_bounded
 from scalelab.adaptive.study import Study
-from scalelab.store.atomic import write_parquet_atomic, write_text_atomic
-from scalelab.store.layout import ADAPTIVE_FOLDER
+from scalelab.store.layout import (
+    ADAPTIVE_FOLDER,
+    ADAPTIVE_NEXT_FILE,
+    ADAPTIVE_STUDY_FILE,
+    ADAPTIVE_TRAJECTORY_FILE,
+    adaptive_round_file,
+)
+from scalelab.store.sweep_files import read_sweep_file, write_sweep_bytes, write_sweep_table
 
 __all__ = ["ADAPTIVE_DIR", "NEXT_FILE", "STUDY_FILE", "TRAJECTORY_FILE", "append_trajectory",
            "next_round", "remember_study", "round_frame", "round_path", "seed_table", "write_round"]
 
 ADAPTIVE_DIR = ADAPTIVE_FOLDER
-STUDY_FILE = "study.yaml"
-NEXT_FILE = "next.yaml"
-TRAJECTORY_FILE = "trajectory.parquet"
+STUDY_FILE = ADAPTIVE_STUDY_FILE
+NEXT_FILE = ADAPTIVE_NEXT_FILE
+TRAJECTORY_FILE = ADAPTIVE_TRAJECTORY_FILE
 _ROUND_RE = re.compile(r"round-(\d+)\.parquet")
+round_path = adaptive_round_file
 
 
-def round_path(sweep_dir: str | Path, index: int) -> Path:
-    return Path(sweep_dir) / ADAPTIVE_DIR / f"round-{index:03d}.parquet"
+def _folder(sweep_dir: str | Path) -> Path:
+    folder = Path(sweep_dir) / ADAPTIVE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def next_round(sweep_dir: str | Path) -> int:
@@ -83,23 +96,25 @@ def round_frame(index: int, table: pl.DataFrame, predicted_width: float, study: 
 
 
 def write_round(sweep_dir: str | Path, index: int, frame: pl.DataFrame) -> Path:
-    return write_parquet_atomic(round_path(sweep_dir, index), frame)
+    _folder(sweep_dir)
+    return write_sweep_table(round_path(sweep_dir, index), frame)
 
 
 def append_trajectory(sweep_dir: str | Path, index: int, runs: int, spent: float, unit: str,
                       summary: Summary, sizes: int, stopped: str | None = None) -> Path:
-    """Add one row (``analysis.adaptive.trajectory.row``, step = round, flops = spent)."""
-    path = Path(sweep_dir) / ADAPTIVE_DIR / TRAJECTORY_FILE
+    """Add one row (``analysis.adaptive.trajectory.row``, step = round, flops = spent); the
+    rows on disk are read back checked against their manifest (a damaged trajectory is a
+    one-line ``UserError``, never extended)."""
+    path = _folder(sweep_dir) / TRAJECTORY_FILE
     row = pl.DataFrame([traj.row(index, runs, spent, summary, sizes)], schema=traj.SCHEMA)
     row = row.rename({"step": "round", "flops": "spent"}).with_columns(
         pl.lit(summary.name).alias("target"), pl.lit(unit).alias("unit"),
         pl.lit(stopped, dtype=pl.String).alias("stopped"))
     if path.exists():
-        old = pl.read_parquet(io.BytesIO(read_bounded(path, LIMITS["table"]).data))
-        row = pl.concat([old, row], how="diagonal_relaxed")
-    return write_parquet_atomic(path, row)
+        row = pl.concat([read_sweep_file(path), row], how="diagonal_relaxed")
+    return write_sweep_table(path, row)
 
 
 def remember_study(sweep_dir: str | Path, study: Study) -> Path:
-    """Keep the study's spec as ``<sweep>/adaptive/study.yaml``."""
-    return write_text_atomic(Path(sweep_dir) / ADAPTIVE_DIR / STUDY_FILE, study.spec.text)
+    """Keep the study's spec as ``<sweep>/adaptive/study.yaml``, with its manifest."""
+    return write_sweep_bytes(_folder(sweep_dir) / STUDY_FILE, study.spec.text.encode())

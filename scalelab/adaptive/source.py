@@ -44,10 +44,8 @@ def resolve(path: Path, *, root: Path | None = None) -> Source:
     copy = kept if kept.is_file() else path / SPEC_FILE
     if not copy.is_file():
         raise UserError(f"{path}: no {SPEC_FILE} here; give the study's spec file instead")
-    if copy == kept:
-        spec = load_spec(copy)
-    else:  # the sweep's copy: checked against its manifest (store.sweep_files)
-        spec = parse_spec(read_sweep_text(copy) or "", file=str(copy))
+    # the kept study or the sweep's copy: each checked against its manifest (store.sweep_files)
+    spec = parse_spec(read_sweep_text(copy) or "", file=str(copy))
     names = [name for name, _ in spec.blocks]
     if (copy != kept and names and not spec.grid
             and all(n == BLOCK_NAME or n.startswith(f"{BLOCK_NAME}-") for n in names)):

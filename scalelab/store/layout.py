@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from analysis.tables.layout import (
     ADAPTIVE_FOLDER,
+    ADAPTIVE_NEXT_FILE,
+    ADAPTIVE_STUDY_FILE,
+    ADAPTIVE_TRAJECTORY_FILE,
     BLOCK_COLUMN,
     CHECKPOINT_FOLDER,
     CONFIG_FILE,
@@ -33,6 +36,7 @@ from analysis.tables.layout import (
     SPEC_FILE,
     STATUS_FILE,
     __all__,
+    adaptive_round_file,
     ensemble_evals_file,
     plan_file,
     record_file,
