@@ -18,11 +18,14 @@ usable budgets: an error, not a wrong exponent), and in how many the truth lies 
 the 95% CI (the widened one, and the bootstrap's alone).
 
     .venv/bin/python bench/isoflop_study.py [--seeds 3] [--boot 200] [--jobs 2] [--budgets 4,5,6,8]
+    .venv/bin/python bench/isoflop_study.py --first-seed 10 --seeds 50 --default-only  # 1,200 new sweeps
     .venv/bin/python bench/isoflop_study.py --study legacy [--derived --jitter-nd 0.08]
 
 ``--derived`` (legacy): the C column is dropped (C = 6 N D, grouped at ``DERIVED_RTOL``);
 ``--jitter-nd f``: N and D off their nominal values by up to f (6ND scatters).
-About 2 minutes on 2 cores for the default 3 seeds.
+``--default-only``: the default (window 8, two-stage) and the joint line beside it, with
+the reference; about 1 minute per 25 seeds. About 2 minutes on 2 cores for the default 3
+seeds of every candidate.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ SETTINGS = [(None, "parabola", False), (4.0, "parabola", False), (6.0, "parabola
             (8.0, "interp", False), (16.0, "interp", False)]  # fmt: skip
 """(window, method, joint): the two-stage fit (a parabola per budget, a line through the
 vertices; joint=False, the old fit) and the joint one (``analysis.isoflop.joint``)."""
+DEFAULT_ONLY = [(8.0, "parabola", False), (8.0, "parabola", True)]
+"""``--default-only``'s candidates: the default and the joint line at its window."""
 ORACLE = ("law", "approach 3", False)
 """The reference row's (window, method, joint) key: the drawing law fitted to all points."""
 
@@ -78,7 +83,7 @@ def _sweeps(study: str, seed: int, derived: bool, jitter_nd: float, budgets: tup
 
 def run(job: tuple) -> list[dict]:
     """Every candidate on every sweep of one seed: one row per (sweep, candidate)."""
-    study, seed, n_boot, derived, jitter_nd, budgets = job
+    study, seed, n_boot, derived, jitter_nd, budgets, settings = job
     rows = []
     for name, t, data in _sweeps(study, seed, derived, jitter_nd, budgets):
         window, method, joint = ORACLE
@@ -86,7 +91,7 @@ def run(job: tuple) -> list[dict]:
                      "joint": joint, "dev": abs(_oracle_a(data) - t) / t, "in_ci": False,
                      "in_boot": False, "width": np.nan, "lost": 0, "warned": False,
                      "error": ""})  # fmt: skip
-        for window, method, joint in SETTINGS:
+        for window, method, joint in settings:
             row = {"seed": seed, "design": name, "window": window, "method": method,
                    "joint": joint}
             try:
@@ -106,19 +111,19 @@ def run(job: tuple) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict], seeds: int) -> list[str]:
+def table(rows: list[dict], seeds: list[int], settings: list[tuple]) -> list[str]:
     """One markdown row per candidate, all seeds pooled, then the per-seed medians."""
     out = ["| window | method | line | median dev | worst dev | dev > 4% | refused | truth in CI "
            "| in bootstrap CI | median CI half-width / a | median dev per seed "
            "| warned | worst dev unwarned |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for window, method, joint in [*SETTINGS, ORACLE]:
+    for window, method, joint in [*settings, ORACLE]:
         sel = [r for r in rows if r["window"] == window and r["method"] == method
                and r["joint"] == joint]  # fmt: skip
         fitted = [r for r in sel if not r["error"]]
         dev = np.array([r["dev"] for r in fitted])
         clean = [r["dev"] for r in fitted if not r["warned"]]
-        per_seed = [np.median([r["dev"] for r in fitted if r["seed"] == s]) for s in range(seeds)]
+        per_seed = [np.median([r["dev"] for r in fitted if r["seed"] == s]) for s in seeds]
         line = "-" if (window, method, joint) == ORACLE else "joint" if joint else "two-stage"
         ci = (f"{sum(r['in_ci'] for r in fitted)}/{len(fitted)} | "
               f"{sum(r['in_boot'] for r in fitted)}/{len(fitted)} | "
@@ -137,6 +142,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--study", choices=("realistic", "legacy"), default="realistic")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
+    ap.add_argument("--default-only", action="store_true",
+                    help="only the default and the joint line at window 8 (and the reference)")
     ap.add_argument("--boot", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--derived", action="store_true", help="legacy: drop C: C = 6ND, grouped")
@@ -147,13 +155,15 @@ def main() -> None:
     args = ap.parse_args()
     budgets = tuple(int(k) for k in args.budgets.split(","))
     t0 = time.perf_counter()
-    jobs = [(args.study, s, args.boot, args.derived, args.jitter_nd, budgets) for s in range(args.seeds)]
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    settings = DEFAULT_ONLY if args.default_only else SETTINGS
+    jobs = [(args.study, s, args.boot, args.derived, args.jitter_nd, budgets, settings) for s in seeds]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         rows = [r for part in pool.map(run, jobs) for r in part]
     n_sweeps = len({(r["seed"], r["design"]) for r in rows})
-    print(f"{args.study} study: {n_sweeps} sweeps x {len(SETTINGS)} candidates, "
+    print(f"{args.study} study: {n_sweeps} sweeps x {len(settings)} candidates, "
           f"{args.boot} resamples, {time.perf_counter() - t0:.0f} s")
-    print("\n".join(table(rows, args.seeds)))
+    print("\n".join(table(rows, seeds, settings)))
 
 
 if __name__ == "__main__":
