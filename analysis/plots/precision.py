@@ -113,21 +113,25 @@ def _multiplier_panel(ax, study: PrecisionStudy) -> None:
     ax.set_title("effective-parameter multiplier, 95% profile CI", fontsize=9)
 
 
-def plot_precision(study: PrecisionStudy):
-    """The figure (module docstring); the caller saves it (plots.save_figure)."""
+def plot_precision(study: PrecisionStudy, title: str | None = None):
+    """The figure (module docstring); the caller saves it (plots.save_figure). ``title``: a
+    line above the panels (the recipe the law is of)."""
     fig, (a, g, b) = plt.subplots(1, 3, figsize=(17.5, 4.6), gridspec_kw={"wspace": 0.55})
     _loss_panel(a, study)
     legend_outside(a)
     _gap_panel(g, study)
     _multiplier_panel(b, study)
     legend_outside(b)
+    if title:
+        fig.suptitle(title, y=1.04, fontsize=11)
     return fig
 
 
-def plot_gaps(gaps, reference: str):
+def plot_gaps(gaps, reference: str, title: str | None = None):
     """The model-free paired gaps (``analysis.laws.precision_gaps``): each format's mean loss
     minus the reference's per epoch count, with its 95% t-interval; the figure drawn when
-    the law's base is not identified (its fitted lines would be no result)."""
+    the law's base is not identified (its fitted lines would be no result). ``title``: a
+    line above the panel (the recipe)."""
     per = [g for g in gaps if g.epochs is not None]
     fmts = sorted({g.fmt for g in per}, key=lambda f: -bits_of(f))
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -150,5 +154,7 @@ def plot_gaps(gaps, reference: str):
     ax.set_title(f"Paired gap to {reference}: mean over sizes, 95% t-interval", fontsize=10)
     ax.grid(alpha=0.3)
     legend_outside(ax)
+    if title:
+        fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig

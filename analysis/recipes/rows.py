@@ -34,10 +34,14 @@ from analysis.errors import AnalysisInputError
 from analysis.recipes.names import REF_WD, REGULARIZED, STANDARD
 from analysis.tables.select import parse_where
 
-__all__ = ["ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes", "parse_filter", "parse_recipe_option",
-           "recipe_predicate", "recipes_or_none", "reference_recipe", "split_conditions"]
+__all__ = ["COLUMN_SOURCE", "FILTERS_SOURCE", "ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes",
+           "named_recipes", "parse_filter", "parse_recipe_option", "recipe_predicate", "recipes_or_none",
+           "reference_recipe", "split_conditions"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+FILTERS_SOURCE = "--recipe filters"
+COLUMN_SOURCE = "the runs' `recipe` column (extra.recipe)"
+"""``RecipeRows.source`` of the recipes a user named (rules 1 and 2; ``named_recipes``)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def recipe_predicate(conds: Sequence[str], schema: Mapping[str, pl.DataType]) ->
 def _from_filters(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]]) -> RecipeRows:
     preds = {name: recipe_predicate(_conditions(conds), runs.schema)
              for name, conds in filters.items()}
-    return RecipeRows(preds, "--recipe filters")
+    return RecipeRows(preds, FILTERS_SOURCE)
 
 
 def _conditions(conds: Sequence[str] | Mapping[str, str]) -> tuple[str, ...]:
@@ -157,7 +161,7 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
         names = sorted((v for v in runs["recipe"].drop_nulls().unique().to_list() if v != ""),
                        key=lambda v: (v != STANDARD, v))  # the usual reference first
         if names:
-            return RecipeRows({n: pl.col("recipe") == n for n in names}, "the runs' `recipe` column (extra.recipe)")
+            return RecipeRows({n: pl.col("recipe") == n for n in names}, COLUMN_SOURCE)
     if in_tuned.height:  # Kim's layout; students and ensembles are found by their blocks
         if "optim.weight_decay" in runs.columns:
             ref = (pl.col("optim.weight_decay").cast(pl.Float64) - ref_wd).abs() <= 1e-12 * max(ref_wd, 1.0)
@@ -187,6 +191,15 @@ def recipes_or_none(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | N
         if filters:
             raise
         return None
+
+
+def named_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None) -> RecipeRows | None:
+    """The recipes the user named (rules 1 and 2: ``--recipe`` filters, the runs' ``recipe``
+    column), or None: Kim's block layout and one recipe per block are layouts of a sweep,
+    not recipes a law of another axis (precision) should be split by. A bad filter raises
+    AnalysisInputError."""
+    found = recipes_or_none(runs, filters)
+    return found if found is not None and found.source in (FILTERS_SOURCE, COLUMN_SOURCE) else None
 
 
 def reference_recipe(rows: RecipeRows, wanted: str | None = None) -> str:

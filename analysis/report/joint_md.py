@@ -9,7 +9,6 @@ parameter the fit cannot identify is named, never a bare number (``params_table`
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +23,11 @@ from analysis.laws.laws import Chinchilla
 from analysis.plots.plots import plot_isoflop, plot_loss_vs_epochs, plot_residuals, save_figure
 from analysis.progress import Reporter
 from analysis.recipes.joint_rows import JointGroup
+from analysis.report.stems import recipe_stems
 
 __all__ = ["MIN_JOINT_RUNS", "joint_sections", "params_table"]
 
 MIN_JOINT_RUNS = 6  # runs a joint law over (N, D[, U]) needs (5 parameters + 1)
-_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def params_table(fit: FitResult, boot=None, level: float = 0.95) -> str:
@@ -56,20 +55,11 @@ def _fit_quiet(fn, *args, **kwargs) -> FitResult:
 
 
 def _labels(groups: list[JointGroup]) -> list[tuple[str, str]]:
-    """(the status line's name, the figures' stem suffix) of each group: the recipe's name,
-    its stem made safe for a file name and unique among the groups ("a b" and "a_b": -a_b
-    and -a_b-2)."""
+    """(the status line's name, the figures' stem suffix) of each group: the recipe's name
+    and its stem (``analysis.report.stems``: safe for a file name, unique among the groups)."""
     if len(groups) == 1:
         return [("joint law", "")]
-    out, seen = [], set()
-    for g in groups:
-        stem = "-" + (_SLUG.sub("_", g.name).strip("_.") or "recipe")
-        k, unique = 2, stem
-        while unique in seen:
-            unique, k = f"{stem}-{k}", k + 1
-        seen.add(unique)
-        out.append((f"joint law, {g.name}", unique))
-    return out
+    return [(f"joint law, {g.name}", stem) for g, stem in zip(groups, recipe_stems([g.name for g in groups]))]
 
 
 def joint_sections(groups: list[JointGroup], source: str, out_dir: Path, section: Callable[[str], None], *,

@@ -3,6 +3,13 @@ precision law (fit/precision.py) with each format's effective-parameter multipli
 95% profile CI, Kumar et al.'s gamma form, the trend verdicts in N and in epochs, and the
 figure (plots/precision.py). A number whose CI runs to a bound is never printed: its reason
 is. Nothing is written for a table with one precision or none.
+
+With named recipes (``--recipe``, the ``recipe`` column) one law per recipe that ran >= 2
+precisions (``analysis.recipes.precision_rows``), each with its figure
+(``precision-<recipe>.png``, ``analysis.report.stems``), then a table of each format's
+multiplier across the recipes: two recipes' multipliers "differ" only when their 95%
+profile CIs are disjoint (a conservative reading, not a test at 5%), else they are "not
+distinguished by these runs".
 """
 
 from __future__ import annotations
@@ -13,13 +20,15 @@ import polars as pl
 
 from analysis.errors import AnalysisInputError
 from analysis.fit.diagnostics import at_bounds
-from analysis.fit.precision import COLUMN, PrecisionStudy, fit_precision
+from analysis.fit.precision import COLUMN, Multiplier, PrecisionStudy, fit_precision
 from analysis.laws.precision_bits import BITS
 from analysis.laws.precision_gaps import Gap, paired_gaps
 from analysis.plots.plots import save_figure
 from analysis.plots.precision import plot_gaps, plot_precision
+from analysis.recipes.precision_rows import PrecisionGroup, precision_groups
+from analysis.report.stems import recipe_stems
 
-__all__ = ["precision_lines", "precision_section"]
+__all__ = ["across_recipes", "precision_lines", "precision_section"]
 
 FIGURE = "precision"
 
@@ -45,10 +54,12 @@ def _gap_lines(gaps: list[Gap], reference: str) -> list[str]:
             + [f"- {g.describe()}" for g in gaps] + [""])
 
 
-def precision_lines(study: PrecisionStudy, gaps: list[Gap] = ()) -> list[str]:
-    """The section's markdown lines (no figure written); ``gaps``: the model-free paired gaps."""
+def precision_lines(study: PrecisionStudy, gaps: list[Gap] = (), recipe: str | None = None) -> list[str]:
+    """The section's markdown lines (no figure written); ``gaps``: the model-free paired gaps;
+    ``recipe``: the recipe the law is of (None: the whole table)."""
     n = study.data.height
-    md = [f"## Training precision: effective-parameter multipliers ({n} runs)", ""]
+    of = f", {recipe}" if recipe is not None else ""
+    md = [f"## Training precision{of}: effective-parameter multipliers ({n} runs)", ""]
     if study.why_not:
         return md + [f"Not fitted: {study.why_not}.", ""] + _gap_lines(list(gaps), study.reference)
     base = _base_unidentified(study)
@@ -92,24 +103,93 @@ def precision_lines(study: PrecisionStudy, gaps: list[Gap] = ()) -> list[str]:
     return md
 
 
-def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]) -> list[str]:
-    """The section's lines for report.md (and its figure in ``out_dir``), a line appended to
-    ``status``; [] when ``data`` has fewer than 2 precisions. Bad input (an unknown precision)
-    is a status line and a one-line "not fitted" section, as the joint law's."""
-    if COLUMN not in data.columns or data[COLUMN].drop_nulls().n_unique() < 2:
-        return []
+def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str], *,
+                      recipes: dict[str, list[str]] | None = None) -> list[str]:
+    """The section's lines for report.md (and its figures in ``out_dir``), lines appended to
+    ``status``; [] when ``data`` has fewer than 2 precisions. ``recipes``: the ``--recipe``
+    filters (module docstring). Bad input (an unknown precision) is a status line and a
+    one-line "not fitted" section, as the joint law's."""
     try:
-        study = fit_precision(data)
-    except AnalysisInputError as err:
+        groups, notes = precision_groups(data, recipes)
+    except AnalysisInputError as err:  # a bad filter: the laws in N have said so already
         status.append(f"precision law: not fitted: {err}")
-        return ["## Training precision", "", f"Not fitted: {err}", ""]
-    gaps = paired_gaps(data.rename({COLUMN: "precision"}), study.reference) if study.reference else []
-    md = precision_lines(study, gaps)
+        return []
+    if not groups:
+        return []
+    named = groups[0].recipe is not None
+    stems = recipe_stems([g.recipe for g in groups]) if named else [""]
+    md = [f"- {n}" for n in notes] + ([""] if notes else [])
+    studies: dict[str, PrecisionStudy] = {}
+    for group, stem in zip(groups, stems):
+        lines, study = _one(group, Path(out_dir), stem, status)
+        md += lines
+        if study is not None and named:
+            studies[group.recipe] = study
+    if len(studies) >= 2:
+        md += across_recipes(studies)
+    return md
+
+
+def _one(group: PrecisionGroup, out_dir: Path, stem: str, status: list[str]) -> tuple[list[str], PrecisionStudy | None]:
+    """One group's lines (and figure), and its study when fitted."""
+    name = "precision law" + (f", {group.recipe}" if group.recipe is not None else "")
+    try:
+        study = fit_precision(group.runs)
+    except AnalysisInputError as err:
+        status.append(f"{name}: not fitted: {err}")
+        title = f"## Training precision, {group.recipe}" if group.recipe is not None else "## Training precision"
+        return [title, "", f"Not fitted: {err}", ""], None
+    gaps = paired_gaps(group.runs.rename({COLUMN: "precision"}), study.reference) if study.reference else []
+    md = precision_lines(study, gaps, group.recipe)
     if study.why_not:
-        status.append(f"precision law: not fitted: {study.why_not}")
-        return md
-    fig = (plot_precision(study) if not _base_unidentified(study) or not gaps
-           else plot_gaps(gaps, study.reference))
-    save_figure(fig, Path(out_dir) / FIGURE)
-    status.append(f"precision law: fitted on {study.data.height} runs, {len(study.formats)} formats")
-    return md + [f"![training precision]({FIGURE}.png)", ""]
+        status.append(f"{name}: not fitted: {study.why_not}")
+        return md, None
+    title = f"recipe: {group.recipe}" if group.recipe is not None else None
+    fig = (plot_precision(study, title) if not _base_unidentified(study) or not gaps
+           else plot_gaps(gaps, study.reference, title))
+    save_figure(fig, out_dir / f"{FIGURE}{stem}")
+    status.append(f"{name}: fitted on {study.data.height} runs, {len(study.formats)} formats")
+    alt = "training precision" + (f", {group.recipe}" if group.recipe is not None else "")
+    return md + [f"![{alt}]({FIGURE}{stem}.png)", ""], study
+
+
+def _cell(m: Multiplier | None) -> str:
+    if m is None:
+        return "not run"
+    return f"not identified ({m.why_not})" if m.why_not else f"{m.estimate:.3f} [{m.ci[0]:.3f}, {m.ci[1]:.3f}]"
+
+
+def across_recipes(studies: dict[str, PrecisionStudy]) -> list[str]:
+    """Each format's multiplier side by side across the recipes whose laws share its
+    reference precision, and whether two recipes' multipliers differ (module docstring)."""
+    refs = {s.reference for s in studies.values()}
+    if len(refs) != 1:
+        return [f"The recipes' laws use different reference precisions ({', '.join(sorted(refs))}): "
+                "their multipliers are not compared.", ""]
+    names = list(studies)
+    by = {n: {m.fmt: m for m in studies[n].multipliers} for n in names}
+    formats = sorted({f for n in names for f in by[n]}, key=lambda f: -BITS.get(f, 0.0))
+    ref = refs.pop()
+    md = [f"### Multipliers across recipes (against `{ref}` in each recipe)", "",
+          "| format | " + " | ".join(names) + " | reading |", "|---|" + "---|" * (len(names) + 1)]
+    for f in formats:
+        ms = [by[n].get(f) for n in names]
+        md.append(f"| {f} | " + " | ".join(_cell(m) for m in ms) + f" | {_reading(names, ms)} |")
+    return md + ["", "Two recipes differ when their 95% profile CIs are disjoint; overlapping CIs are "
+                 "not distinguished by these runs (the CIs are each recipe's own, so this reading is "
+                 "conservative).", ""]
+
+
+def _reading(names: list[str], ms: list[Multiplier | None]) -> str:
+    shown = [(n, m) for n, m in zip(names, ms) if m is not None and not m.why_not]
+    if len(shown) < 2:
+        return "fewer than 2 recipes identified"
+    pairs = []
+    for i, (a, ma) in enumerate(shown):
+        for b, mb in shown[i + 1:]:
+            if ma.ci[1] < mb.ci[0] or mb.ci[1] < ma.ci[0]:
+                hi, lo = (a, b) if ma.estimate > mb.estimate else (b, a)
+                pairs.append(f"{lo} loses more than {hi}")
+            else:
+                pairs.append(f"{a} and {b} not distinguished")
+    return "; ".join(pairs)

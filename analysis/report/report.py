@@ -143,7 +143,7 @@ def write_report_status(
     md, status = md + joint_md, status + joint_status
     epochs_md, epochs_status = epochs_section(data, out_dir, seed=seed, recipes=recipes)  # recipes across epochs
     md, status = md + epochs_md, status + epochs_status
-    md += precision_section(data, out_dir, status)  # >= 2 values of train.precision
+    md += precision_section(data, out_dir, status, recipes=recipes)  # >= 2 values of train.precision
     sections = "## Sections\n\n" + "\n".join(f"- {line}" for line in status)
     md[md.index("{SECTIONS}")] = sections
     path = write_text_atomic(out_dir / LAWS_REPORT_FILE, "\n".join(md) + "\n")
