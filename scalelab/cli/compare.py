@@ -1,5 +1,7 @@
-"""``scalelab compare SWEEP RECIPE_A RECIPE_B``: two recipes' asymptotes E, and their
+"""``scalelab compare SWEEP [RECIPE_A RECIPE_B]``: two recipes' asymptotes E, and their
 losses at matched compute, with CIs and p-values (``analysis.recipes.compare``, docs/adaptive.md).
+Without RECIPE_A and RECIPE_B the runs must hold exactly two recipes (two ``--recipe``
+filters, two values of the ``recipe`` column, ...): those, in the order found.
 
 Reads ``<sweep>/runs.parquet`` (collected first when missing or stale, as ``scalelab
 report`` does), finds each recipe's runs by the report's rules (``--recipe
@@ -35,8 +37,9 @@ RESAMPLE = ("sizes+seeds", "seeds")
 def compare_cmd(
     sweep: Path = typer.Argument(..., help="Sweep directory (or the spec file that made it), or a "
                                  "table of runs (.csv, .parquet; README 'Bring your own runs')."),
-    recipe_a: str = typer.Argument(..., help="Recipe A (e.g. regularized)."),
-    recipe_b: str = typer.Argument(..., help="Recipe B (e.g. standard)."),
+    recipe_a: str | None = typer.Argument(None, help=(
+        "Recipe A (e.g. regularized); default, with RECIPE_B: the first of exactly two recipes.")),
+    recipe_b: str | None = typer.Argument(None, help="Recipe B (e.g. standard); default: the second."),
     n_boot: int = typer.Option(1000, "--n-boot", help=(
         "Bootstrap resamples: 2 to 100,000 (drawn up front: memory grows with resamples x runs).")),
     level: float = typer.Option(0.95, "--level", help="Confidence level, in (0, 1)."),
@@ -63,7 +66,9 @@ def compare_cmd(
         raise UserError(f"must be >= 2 and at most {MAX_RESAMPLES:,} (resamples are drawn up "
                         f"front), got {n_boot}", key="--n-boot")
     check_ref_wd(ref_wd)
-    if recipe_a == recipe_b:
+    if recipe_a is not None and recipe_b is None:
+        raise UserError(f"name RECIPE_B too (got only '{recipe_a}'), or neither for the runs' two recipes")
+    if recipe_a is not None and recipe_a == recipe_b:
         raise UserError(f"compare two different recipes (got '{recipe_a}' twice)")
     from analysis.errors import AnalysisInputError
     from analysis.recipes.cells import size_points
@@ -88,6 +93,8 @@ def compare_cmd(
     else:
         sweep_dir = sweep_dir_of(sweep, root)
         runs = read_runs_table(sweep_dir)
+    if recipe_a is None:
+        recipe_a, recipe_b = _the_two(runs, filters, ref_wd, sweep_dir)
     cells = recipe_cells(runs, (recipe_a, recipe_b), filters=filters or None, loss=loss,
                          ref_wd=ref_wd)
     rows_a, rows_b = cells.rows[recipe_a], cells.rows[recipe_b]
@@ -115,6 +122,23 @@ def compare_cmd(
     if matched.height:
         _matched_table(matched, level, recipe_a, recipe_b)
     return 0
+
+
+def _the_two(runs, filters, ref_wd: float, sweep_dir: Path) -> tuple[str, str]:
+    """The runs' recipes when there are exactly two (the report's rule); else one line
+    naming what was found."""
+    from analysis.errors import AnalysisInputError
+    from analysis.recipes.rows import recipes_or_none
+
+    try:
+        found = recipes_or_none(runs, filters or None, ref_wd=ref_wd)
+    except AnalysisInputError as err:
+        raise UserError(str(err), file=str(sweep_dir)) from None
+    names = list(found.predicates) if found is not None else []
+    if len(names) != 2:
+        what = f"found {len(names)} ({', '.join(names)}; {found.source})" if names else "found none"
+        raise UserError(f"name the two recipes to compare (RECIPE_A RECIPE_B): {what}", file=str(sweep_dir))
+    return names[0], names[1]
 
 
 def _asymptote_text(name: str, asymptote, level: float) -> str:

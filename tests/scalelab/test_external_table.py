@@ -133,6 +133,21 @@ def test_compare_on_a_csv_names_the_winner(csv, capsys):
     assert lo <= 1.95 <= hi, out
 
 
+def test_compare_without_names_takes_the_two_recipes(csv, capsys):
+    """Two recipes in the table (or two --recipe filters): RECIPE_A and RECIPE_B may be left
+    out; anything else is one line naming what was found."""
+    code, out, err = run(["compare", csv, "--n-boot", "50"], capsys)
+    assert code == 0, err
+    assert "adamw vs muon" in out and "muon beats adamw" in out, out  # the column's order
+    code, out, err = run(["compare", csv, "--n-boot", "50", "--recipe", "m=recipe=muon",
+                          "--recipe", "a=recipe=adamw"], capsys)
+    assert code == 0 and "m vs a" in out and "m beats a" in out, err + out
+    code, _, err = run(["compare", csv, "--recipe", "m=recipe=muon"], capsys)
+    assert code == 2 and "name the two recipes to compare" in err and "found 1 (m; --recipe filters)" in err
+    code, _, err = run(["compare", csv, "muon"], capsys)
+    assert code == 2 and "name RECIPE_B too" in err
+
+
 def test_transfer_on_a_csv_recovers_the_lr_law(csv, capsys):
     code, out, err = run(["transfer", csv, "--hp", "lr", "--where", "recipe=muon",
                           "--holdout-largest", "1"], capsys)
