@@ -2,6 +2,7 @@
 
 - a spec file: that spec; its sweep directory as ``scalelab sweep`` names it
   (``sweep_dir_for``: ``--root``, ``$SCALELAB_ROOT``, ``launcher.root``, ./runs);
+- a table of runs (.csv, .parquet): refused in one line (it names no candidates);
 - a sweep directory: the spec kept in ``<sweep>/adaptive/study.yaml`` (written by every
   ``next`` and adaptive loop), else the directory's ``spec.yaml``.
 
@@ -34,7 +35,12 @@ class Source:
 
 def resolve(path: Path, *, root: Path | None = None) -> Source:
     """The study's spec and sweep directory of SWEEP ``path`` (module docstring)."""
+    from analysis.tables.external import is_table_path
+
     path = Path(path)
+    if is_table_path(path) and not path.is_dir():  # a runs table names no candidates to propose
+        raise UserError("a table of runs: `scalelab next` proposes runs of a sweep; give its spec "
+                        "file (.yaml) or its sweep directory", file=str(path))
     if path.is_file():
         spec = load_spec(path)
         return Source(spec, sweep_dir_for(spec.name, root=root, launcher_root=spec.launcher.root))

@@ -210,3 +210,13 @@ def test_a_grid_at_the_reference_weight_decay_only_is_the_standard_recipe(tmp_pa
     assert "every cell is Kim's standard recipe, not regularized" in err, err
     code, out, err = run(["next", spec, "--target", "standard.E", "--root", tmp_path], capsys)
     assert code == 0, err
+
+
+def test_a_table_of_runs_is_refused_in_one_line(tmp_path, capsys):
+    """``next`` plans runs of a sweep: a table of runs from another trainer has no candidates
+    (before: 'a sweep spec is a mapping with keys ...', as if the CSV were a broken spec)."""
+    table = tmp_path / "runs.csv"
+    table.write_text("N,D,loss\n1e6,1e8,3.2\n")
+    code, out, err = run(["next", table], capsys)
+    assert code == 2 and "a table of runs" in err and str(table) in err and "sweep spec is a mapping" not in err
+    assert len([ln for ln in (out + err).splitlines() if ln.strip()]) == 1
