@@ -34,9 +34,10 @@ from analysis.fit.power_law import PowerLawFit, fit_asymptote
 from analysis.recipes.cells import SizePoints, size_points
 from analysis.recipes.names import REF_WD
 from analysis.recipes.rows import recipes_or_none
-from analysis.tables.cells import best_cells, cell_columns
+from analysis.tables.cells import best_cells, cell_columns, differing_settings, setting_columns
 
-__all__ = ["RecipeE", "RecipeLaw", "flag_of", "judge", "recipe_asymptote", "recipe_laws", "reportable"]
+__all__ = ["NO_RECIPES", "RecipeE", "RecipeLaw", "best_over_note", "flag_of", "judge", "recipe_asymptote",
+           "recipe_laws", "reportable"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,8 @@ def flag_of(fit: PowerLawFit | None) -> str | None:
 
 
 _ALL = "all runs"
+NO_RECIPES = "the whole table (no recipes found; one group per D)"
+"""``recipe_laws``' source when the runs have no recipes."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ def recipe_laws(data: pl.DataFrame, level: float = 0.95, *,
         recipes, source = list(found.predicates.items()), found.source
     else:  # no recipes: each training-token count D is a group
         recipes, budget = [(_ALL, pl.lit(True))], "D"
-        source = "the whole table (no recipes found; one group per D)"
+        source = NO_RECIPES
     laws = []
     for name, pred in recipes:
         sub = data.filter(pred)
@@ -167,3 +170,19 @@ def recipe_laws(data: pl.DataFrame, level: float = 0.95, *,
             label = at if name == _ALL else (f"{name}, {at}" if several else name)
             laws.append(RecipeLaw(label, part, recipe_asymptote(size_points(cells), level)))
     return laws, source
+
+
+def best_over_note(data: pl.DataFrame) -> str | None:
+    """What each size's best cell is chosen over when the runs have no recipes (the settings
+    that differ among runs of one (N, D, U) point, ``tables.cells.differing_settings``), or
+    None when nothing differs. Without recipes an optimizer or a regularizer is one more
+    setting to take the best of: the note says so, so that a law over two optimizers' best
+    cells is not read as either's."""
+    keys = [k for k in ("N", "D", "U") if k in data.columns]
+    differ, mixed, total = differing_settings(data, keys, setting_columns(data, set(keys)))
+    names = list(dict.fromkeys(c.removeprefix("config.") for c in differ))  # a table's aliases once
+    if not names:
+        return None
+    return (f"each point's best cell is chosen over {', '.join(names)} ({mixed} of {total} (N, D, U) points "
+            "hold runs that differ in them): a setting that is a recipe of its own (an optimizer, a "
+            "regularizer) gets its own law only when named (--recipe NAME=COND, or extra.recipe in the spec)")

@@ -28,7 +28,7 @@ from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.infinite_compute import compare_asymptotes
 from analysis.recipes.joint_rows import joint_groups
 from analysis.recipes.names import REF_WD
-from analysis.recipes.recipe_asymptote import RecipeE, recipe_laws
+from analysis.recipes.recipe_asymptote import NO_RECIPES, RecipeE, best_over_note, recipe_laws
 from analysis.report.epochs_md import epochs_section
 from analysis.report.joint_md import joint_sections, params_table
 from analysis.report.precision_md import precision_section
@@ -100,6 +100,9 @@ def write_report_status(
     # Per recipe and unique-token budget: the recipe law in N on each size's best cell, by the
     # one rule and engine of infinite_compute.md, compare and next (same E, interval, reason).
     laws, source = recipe_laws(data, filters=recipes, ref_wd=ref_wd)
+    over = best_over_note(data) if source == NO_RECIPES else None
+    if over:
+        status.append(f"no recipes: {over}")
     if outside := data.height - sum(law.runs.height for law in laws):
         status.append(f"power law in N: {outside} run(s) belong to no recipe ({source}); "
                       "not in any law in N")
@@ -126,6 +129,7 @@ def write_report_status(
                "its seeds, fitted by least squares weighted by the seed count, with t intervals "
                "(the rule and engine of infinite_compute.md, `scalelab compare` and `next`; "
                "their figure: recipes.png).", ""]
+        md += [f"Note (every law of this report): {over}.", ""] if over else []
         for name, res, sub in fitted:
             fit = res.fit
             md += [f"### {name} ({sub.height} runs, {fit.x.size} sizes, R^2 = {fit.r2:.4f})", "",

@@ -123,6 +123,24 @@ def test_report_on_a_csv_writes_beside_it(csv, capsys):
         assert lo <= truth <= hi and abs(E - truth) < 0.03, out
 
 
+def test_report_without_recipes_says_what_the_best_cell_is_chosen_over(tmp_path, capsys):
+    """A table whose optimizers are only a column (no recipe, no --recipe): the law in N takes
+    each size's best cell over the optimizer too, and the report says so in one line."""
+    path = tmp_path / "runs.csv"
+    table = study(0)
+    table.drop("recipe").with_columns(table["recipe"].alias("optimizer")).write_csv(path)
+    code, out, err = run(["report", path, "--bootstrap", "0"], capsys)
+    assert code == 0, err
+    note = ("no recipes: each point's best cell is chosen over lr, lr_mult, optimizer (7 of 7 (N, D, U) "
+            "points hold runs that differ in them)")
+    assert note in " ".join(out.split()), out
+    md = (tmp_path / "runs_report" / "report.md").read_text()
+    assert "Note (every law of this report): each point's best cell is chosen over lr, lr_mult, optimizer" in md
+    code, out, err = run(["report", path, "--bootstrap", "0", "--recipe", "muon=optimizer=muon",
+                          "--recipe", "adamw=optimizer=adamw"], capsys)
+    assert code == 0 and "best cell is chosen over" not in out, err + out
+
+
 def test_compare_on_a_csv_names_the_winner(csv, capsys):
     code, out, err = run(["compare", csv, "muon", "adamw", "--n-boot", "200"], capsys)
     assert code == 0, err
