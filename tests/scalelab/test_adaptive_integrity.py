@@ -121,3 +121,23 @@ def test_hints_are_found_by_folder_and_name():
     assert "scalelab sweep SPEC" in hint_for("/r/adaptive/plan.parquet")  # a sweep named adaptive
     assert "scalelab collect" in hint_for("/r/ensembles/runs.parquet")
     assert hint_for("/r/s/runs/x-1/evals.parquet") == ""  # a run's own evals
+
+
+def test_no_flip_of_the_kept_study_goes_unseen(tmp_path, study):
+    """40 seeded single-bit flips anywhere in the kept study (its name, an lr, a key): each is
+    refused by both readers, none changes the study they return."""
+    import random
+
+    spec, st = study
+    kept = record.remember_study(tmp_path / "sweep", st)
+    pristine = kept.read_bytes()
+    rng = random.Random(2026)
+    for _ in range(40):
+        kept.write_bytes(pristine)
+        flip_bit(kept, rng.randrange(len(pristine)), rng.randrange(8))
+        with pytest.raises(UserError, match="sha256 differs"):
+            resolve(tmp_path / "sweep")
+        with pytest.raises(UserError, match="sha256 differs"):
+            kept_study(tmp_path / "sweep", ["any"])
+    kept.write_bytes(pristine)
+    assert resolve(tmp_path / "sweep").spec.text == spec.read_text()
