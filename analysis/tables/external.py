@@ -141,11 +141,27 @@ def _read(path: Path) -> pl.DataFrame:
         raise ExternalTableError(path, f"not a CSV table: {one_line(err)}") from None
 
 
+_SYNONYMS = {
+    "N": ("params", "n_params", "num_params", "nparams", "parameters", "model_params", "model_size",
+          "non_embedding_params", "n_parameters", "num_parameters"),
+    "D": ("tokens", "n_tokens", "num_tokens", "train_tokens", "training_tokens", "total_tokens",
+          "tokens_seen", "seen_tokens"),
+    "U": ("unique_tokens", "n_unique_tokens", "num_unique_tokens", "dataset_tokens", "data_tokens"),
+    "loss": ("eval_loss", "valid_loss", "validation_loss", "test_loss", "eval/loss", "val_loss_final"),
+}
+"""Names other trainers and exports give the documented columns: a did-you-mean, never read
+as them (whether ``params`` counts the embeddings is the table's to say)."""
+
+
 def _suggest(name: str, columns: list[str]) -> str:
-    """A did-you-mean over ``columns``: a case-insensitive match first, then the closest."""
+    """A did-you-mean over ``columns``: a case-insensitive match first, then a name other
+    trainers give the column (``_SYNONYMS``; rename it), then the closest spelling."""
     for c in columns:
         if c.lower() == name.lower():
             return f" (did you mean '{c}'?)"
+    for c in columns:
+        if c.lower() in _SYNONYMS.get(name, ()):
+            return f" (is '{c}' it? rename it to '{name}')"
     return did_you_mean(name, columns)
 
 

@@ -220,6 +220,10 @@ def _bad_cases(tmp: Path) -> dict[str, tuple[Path, tuple[str, ...]]]:
     return {
         "missing N": (_write(tmp / "no_n.csv", s.rename({"N": "n"})), ("'N'", "did you mean 'n'")),
         "missing loss": (_write(tmp / "no_loss.csv", s.rename({"loss": "los"})), ("'loss'", "did you mean 'los'")),
+        "another trainer's N": (_write(tmp / "params.csv", s.rename({"N": "n_params"})),
+                                ("'N'", "is 'n_params' it? rename it to 'N'")),
+        "another trainer's D": (_write(tmp / "tokens.csv", s.rename({"D": "Tokens"})),
+                                ("'D'", "is 'Tokens' it? rename it to 'D'")),
         "text N": (_write(tmp / "text_n.csv", s.with_columns(N=pl.lit("125M"))), ("'N'", "'125M'", "not numbers")),
         "zero N": (_write(tmp / "zero_n.csv", s.with_columns(N=pl.lit(0))), ("'N'", "row 1")),
         "negative D": (_write(tmp / "neg_d.parquet", s.with_columns(D=pl.lit(-5))), ("'D'", "> 0")),
