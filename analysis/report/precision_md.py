@@ -118,10 +118,12 @@ def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]
         return []
     named = groups[0].recipe is not None
     stems = recipe_stems([g.recipe for g in groups]) if named else [""]
-    md = [f"- {n}" for n in notes] + ([""] if notes else [])
+    md: list[str] = []
     studies: dict[str, PrecisionStudy] = {}
     for group, stem in zip(groups, stems):
         lines, study = _one(group, Path(out_dir), stem, status)
+        if not md and notes:  # under the first section's heading
+            lines = lines[:2] + [f"- {n}" for n in notes] + [""] + lines[2:]
         md += lines
         if study is not None and named:
             studies[group.recipe] = study
@@ -168,13 +170,14 @@ def across_recipes(studies: dict[str, PrecisionStudy]) -> list[str]:
                 "their multipliers are not compared.", ""]
     names = list(studies)
     by = {n: {m.fmt: m for m in studies[n].multipliers} for n in names}
+    heads = [n.replace("|", "\\|") for n in names]  # a recipe column's value may hold a pipe
     formats = sorted({f for n in names for f in by[n]}, key=lambda f: -BITS.get(f, 0.0))
     ref = refs.pop()
     md = [f"### Multipliers across recipes (against `{ref}` in each recipe)", "",
-          "| format | " + " | ".join(names) + " | reading |", "|---|" + "---|" * (len(names) + 1)]
+          "| format | " + " | ".join(heads) + " | reading |", "|---|" + "---|" * (len(names) + 1)]
     for f in formats:
         ms = [by[n].get(f) for n in names]
-        md.append(f"| {f} | " + " | ".join(_cell(m) for m in ms) + f" | {_reading(names, ms)} |")
+        md.append(f"| {f} | " + " | ".join(_cell(m) for m in ms) + f" | {_reading(heads, ms)} |")
     return md + ["", "Two recipes differ when their 95% profile CIs are disjoint; overlapping CIs are "
                  "not distinguished by these runs (the CIs are each recipe's own, so this reading is "
                  "conservative).", ""]

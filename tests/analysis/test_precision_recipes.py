@@ -118,3 +118,17 @@ def test_report_section_per_recipe_and_the_comparison(tmp_path):
     for fmt in ("fp8", "mxfp4"):
         line = next(ln for ln in table.splitlines() if ln.startswith(f"| {fmt} |"))
         assert line.endswith("| muon loses more than adamw |"), line
+
+
+@pytest.mark.slow
+def test_notes_sit_under_the_section_heading(tmp_path):
+    """The fallback's note is the section's, not a stray line after the previous section."""
+    data = study(0).filter(pl.col("recipe") == "muon")
+    status: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        md = precision_section(data, tmp_path, status, recipes={f: [f"train.precision={f}"] for f in FORMATS})
+    assert md[0] == "## Training precision: effective-parameter multipliers (48 runs)" and md[1] == ""
+    assert md[2].startswith("- Each recipe (--recipe filters) ran one precision") and md[3] == ""
+    assert status == ["precision law: fitted on 48 runs, 3 formats"]
+    assert (tmp_path / "precision.png").is_file()
