@@ -41,9 +41,10 @@ def isoflop_selection(
     seed: int = 0,
     window: float | None = DEFAULT_WINDOW,
     method: str = "parabola",
+    joint: bool = False,
 ) -> IsoFlopSelection:
     """Approach 2 on the rows of the runs table ``table`` meeting ``where`` (``window``,
-    ``method``: ``fit_isoflops``'s)."""
+    ``method``, ``joint``: ``fit_isoflops``'s)."""
     source = with_x_columns(table)
     selected = select_runs(source, where)
     ready = fit_ready(selected, "C" if "C" in selected.columns else "N", loss=loss)
@@ -51,5 +52,5 @@ def isoflop_selection(
         what = "runs after --where" if where else "fit-ready runs"
         raise AnalysisInputError(f"0 {what}: none is COMPLETED with a finite N, D and loss")
     fit = fit_isoflops(ready.data, compute="C", N="N", D="D", loss="loss", n_boot=n_boot,
-                       seed=seed, window=window, method=method)  # fmt: skip
+                       seed=seed, window=window, method=method, joint=joint)  # fmt: skip
     return IsoFlopSelection(fit, ready.notes + fit.notes, selected.height)

@@ -85,7 +85,7 @@ def _print(console: Console, line: str) -> None:
 
 def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed: int,
                 out: Path, group_by: Sequence[str] = (), window: float | None = 8.0,
-                method: str = "parabola") -> None:  # fmt: skip
+                method: str = "parabola", joint: bool = False) -> None:  # fmt: skip
     """Fit, print and plot; with ``group_by``, one fit per group in one table and a plot
     per group (``<out>-<group>``). The caller maps AnalysisInputError to a UserError; a
     group that cannot be fitted raises one, prefixed with its label."""
@@ -98,10 +98,13 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
     console = Console()
     if not group_by:
         sel = isoflop_selection(table, where=where, loss=loss, n_boot=bootstrap, seed=seed,
-                                 window=window, method=method)
+                                 window=window, method=method, joint=joint)
         fit = sel.fit
         for note in sel.notes:
             _print(console, f"note: {note}")
+        if joint:
+            _print(console, "note: the joint line: one least-squares fit of every kept budget's parabola "
+                            "with its vertex on ln N_opt = c + a ln C (docs/isoflop.md)")
         print_wide(isoflop_table(fit.optima, where), console)
         pct = f"{100 * fit.level:g}% CI"
         lines = (("N_opt ∝ C^a: a", fit.a, fit.a_ci), ("D_opt ∝ C^b: b", fit.b, fit.b_ci))
@@ -117,7 +120,7 @@ def run_isoflop(table, *, where: Sequence[str], loss: str, bootstrap: int, seed:
         label = group_label(key)
         try:
             sel = isoflop_selection(part, where=where, loss=loss, n_boot=bootstrap, seed=seed,
-                                    window=window, method=method)
+                                    window=window, method=method, joint=joint)
         except AnalysisInputError as err:
             raise AnalysisInputError(f"group {label}: {err}") from None
         fits.append((label, sel))

@@ -73,12 +73,17 @@ def test_window_and_method_reach_the_fit(grouped_sweep, capsys, monkeypatch):
     table = pl.read_parquet(grouped_sweep / "runs.parquet")
     for extra, kw in ((["--window", "0"], {"window": None}),
                       (["--isoflop-method", "interp"], {"method": "interp"}),
+                      (["--isoflop-line", "joint"], {"joint": True}),
                       ([], {})):
         code = _cli(["fit", str(grouped_sweep), "--isoflop", "--where", "recipe=standard",
                      "--bootstrap", "20", *extra])
         out = capsys.readouterr().out
         fit = isoflop_selection(table, where=["recipe=standard"], n_boot=20, **kw).fit
         assert code == 0 and f"N_opt ∝ C^a: a = {fit.a:.4f}" in out, (extra, out)
+        assert ("note: the joint line" in out) == (kw == {"joint": True}), out
+    joint = isoflop_selection(table, where=["recipe=standard"], n_boot=20, joint=True).fit
+    two_stage = isoflop_selection(table, where=["recipe=standard"], n_boot=20).fit
+    assert joint.a != two_stage.a  # the option reaches the fit: another estimator, another a
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -87,6 +92,9 @@ def test_window_and_method_reach_the_fit(grouped_sweep, capsys, monkeypatch):
     (["--isoflop", "--isoflop-method", "spline"], "expected one of parabola, interp"),
     (["--window", "4"], "applies to --isoflop fits only"),
     (["--isoflop-method", "interp"], "applies to --isoflop fits only"),
+    (["--isoflop", "--isoflop-line", "jiont"], "did you mean 'joint'"),
+    (["--isoflop", "--isoflop-line", "joint", "--isoflop-method", "interp"], "not interp"),
+    (["--isoflop-line", "joint"], "applies to --isoflop fits only"),
 ])
 def test_window_and_method_bad_input_exit_2_with_one_line(grouped_sweep, capsys, extra, message):
     assert _cli(["fit", str(grouped_sweep), *extra]) == 2
