@@ -15,7 +15,16 @@ set of runs, found in this order:
    ``tuned-*`` (extra tuning cells, e.g. longer training for some sizes), "standard" is the
    runs at the reference weight decay and "regularized" all of them (the best over wd);
 4. else one recipe per block (its name), but the blocks of other roles (``ROLE_BLOCKS``:
-   the data budgets, ensemble members, distilled students), which are no law in N.
+   the data budgets, ensemble members, distilled students), which are no law in N;
+5. else, when the runs train two or more objectives (``model.objective``: ar, mdm), one
+   recipe per objective.
+
+In rules 4 and 5 a block never mixes objectives: a block whose runs train two objectives
+is one recipe per objective (``grid-ar``, ``grid-mdm``). A masked-diffusion loss is an ELBO,
+an upper bound on the NLL (docs/diffusion.md), not a number to take the best of against an
+autoregressive loss: without the split, each point's best cell was the AR run and the MDM
+runs vanished from the laws. (Named recipes, rules 1-2, and Kim's layout are the user's:
+they are kept as given.)
 
 The predicates are polars expressions over config columns, so they select runs in
 ``runs.parquet`` and candidates in ``plan.parquet`` alike (they share those columns).
@@ -34,11 +43,13 @@ from analysis.errors import AnalysisInputError
 from analysis.recipes.names import REF_WD, REGULARIZED, STANDARD
 from analysis.tables.select import parse_where
 
-__all__ = ["COLUMN_SOURCE", "FILTERS_SOURCE", "ROLE_BLOCKS", "RecipeRows", "condition_expr", "find_recipes",
-           "named_recipes", "parse_filter", "parse_recipe_option", "recipe_predicate", "recipes_or_none",
-           "reference_recipe", "split_conditions"]
+__all__ = ["COLUMN_SOURCE", "FILTERS_SOURCE", "OBJECTIVE", "ROLE_BLOCKS", "RecipeRows", "condition_expr",
+           "find_recipes", "named_recipes", "parse_filter", "parse_recipe_option", "recipe_predicate",
+           "recipes_or_none", "reference_recipe", "split_conditions"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+OBJECTIVE = "model.objective"
+"""The runs-table column of the training objective (null: an older run, autoregressive)."""
 FILTERS_SOURCE = "--recipe filters"
 COLUMN_SOURCE = "the runs' `recipe` column (extra.recipe)"
 """``RecipeRows.source`` of the recipes a user named (rules 1 and 2; ``named_recipes``)."""
@@ -173,11 +184,39 @@ def find_recipes(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
     blocks = (sorted(b for b in runs["block"].drop_nulls().unique().to_list() if b not in role_blocks)
               if "block" in runs.columns else [])
     if blocks:
-        return RecipeRows({b: pl.col("block") == b for b in blocks},
-                          "the blocks (no extra.recipe set: one recipe per block)")
+        return _split_objectives(runs, {b: pl.col("block") == b for b in blocks},
+                                 "the blocks (no extra.recipe set: one recipe per block)")
+    if len(_objectives(runs)) > 1:
+        return _split_objectives(runs, {}, f"the runs' objectives ({OBJECTIVE})")
     raise AnalysisInputError(
         "no recipes found: the runs have no `recipe` column (set extra.recipe in the spec), no "
         "blocks, and no --recipe NAME=COND filter was given")
+
+
+def _objectives(frame: pl.DataFrame) -> list[str]:
+    """The objectives ``frame``'s runs train (autoregressive where none is recorded)."""
+    if OBJECTIVE not in frame.columns:
+        return []
+    return sorted(frame[OBJECTIVE].cast(pl.String).fill_null("ar").unique().to_list())
+
+
+def _split_objectives(runs: pl.DataFrame, recipes: dict[str, pl.Expr], source: str) -> RecipeRows:
+    """``recipes`` with each recipe whose runs train two or more objectives split into one per
+    objective (``NAME-OBJECTIVE``); no recipes: one per objective (module docstring)."""
+    objective = pl.col(OBJECTIVE).cast(pl.String).fill_null("ar")
+    if not recipes:
+        return RecipeRows({o: objective == o for o in _objectives(runs)}, source)
+    out: dict[str, pl.Expr] = {}
+    split = False
+    for name, pred in recipes.items():
+        kinds = _objectives(runs.filter(pred))
+        if len(kinds) < 2:
+            out[name] = pred
+            continue
+        split = True
+        for o in kinds:
+            out[f"{name}-{o}"] = pred & (objective == o)
+    return RecipeRows(out, source + (f"; a block of two objectives split by {OBJECTIVE}" if split else ""))
 
 
 def recipes_or_none(runs: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None, *,

@@ -173,7 +173,9 @@ def test_a_recipe_with_two_epoch_values_is_refused_in_one_line():
     assert got == ("recipes across epochs: not written: at U = 1e+08 fewer than 2 recipes span >= 3 epoch "
                    "values (ar: 2); a crossover between sampled epochs needs 3")
     assert epoch_study(_data(runs.filter(pl.col("epochs") == 4.0))) is None  # no epoch study at all
-    assert epoch_study(_data(study(6).drop("block"))) is None  # no recipes: no study of recipes
+    assert epoch_study(_data(study(6).drop("block", "model.objective"))) is None  # no recipes: no study
+    by_objective = epoch_study(_data(study(6).drop("block")))  # no blocks: each objective a recipe
+    assert sorted(by_objective.curves.points["recipe"].unique().to_list()) == ["ar", "mdm"]
 
 
 # -- the report, end to end ---------------------------------------------------------------

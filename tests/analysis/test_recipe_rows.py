@@ -110,3 +110,42 @@ def test_one_recipe_per_block_leaves_out_data_ensemble_and_student_blocks():
                                     "N": [1e4] * 3, "optim.name": ["adamw"] * 3})])
     found = find_recipes(runs)
     assert list(found.predicates) == ["adamw-x1", "adamw-x3", "muon-x1", "muon-x3"]
+
+
+def _objective_runs(blocks: list[str | None]) -> pl.DataFrame:
+    frame = pl.DataFrame({
+        "name": ["a1", "m1", "a2", "m2"],
+        "model.objective": ["ar", "mdm", None, "mdm"],  # None: an older run, autoregressive
+        "N": [1000, 1000, 2000, 2000],
+    })
+    return frame if not any(blocks) else frame.with_columns(pl.Series("block", blocks, dtype=pl.String))
+
+
+def test_two_objectives_are_two_recipes_without_names():
+    """An MDM loss is an ELBO (an upper bound), no number to take the best of against AR's:
+    without named recipes each objective is its own recipe."""
+    runs = _objective_runs([None] * 4)
+    rows = find_recipes(runs)
+    assert _names(runs, rows) == {"ar": ["a1", "a2"], "mdm": ["m1", "m2"]}
+    assert "model.objective" in rows.source
+
+
+def test_a_block_of_two_objectives_is_split_and_a_one_objective_block_kept():
+    runs = _objective_runs(["grid", "grid", "solo", "solo-m"])  # solo: AR only, solo-m: MDM only
+    rows = find_recipes(runs)
+    assert set(rows.predicates) == {"grid-ar", "grid-mdm", "solo", "solo-m"}
+    assert "split by model.objective" in rows.source
+
+
+def test_named_recipes_are_never_split_by_objective():
+    runs = _objective_runs([None] * 4).with_columns(pl.lit("mine").alias("recipe"))
+    assert _names(runs, find_recipes(runs)) == {"mine": ["a1", "m1", "a2", "m2"]}
+    assert list(find_recipes(runs, {"x": ["N=1000"]}).predicates) == ["x"]
+
+
+def test_one_objective_changes_nothing():
+    runs = _objective_runs(["b", "b", "b", "b"]).with_columns(pl.lit("ar").alias("model.objective"))
+    rows = find_recipes(runs)
+    assert list(rows.predicates) == ["b"] and "split" not in rows.source
+    with pytest.raises(AnalysisInputError, match="no recipes found"):
+        find_recipes(runs.drop("block"))

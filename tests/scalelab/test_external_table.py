@@ -141,6 +141,24 @@ def test_report_without_recipes_says_what_the_best_cell_is_chosen_over(tmp_path,
     assert code == 0 and "best cell is chosen over" not in out, err + out
 
 
+def test_two_objectives_get_a_law_each(tmp_path, capsys):
+    """AR and masked-diffusion runs in one table, no recipes named: before, each size's best
+    cell was the AR run (the MDM ELBO is higher) and the MDM runs were in no law. Truth here:
+    AR E 1.95, MDM E 2.25 (the study's two laws, relabelled)."""
+    path = tmp_path / "objectives.csv"
+    table = study(0)
+    obj = pl.when(table["recipe"] == "muon").then(pl.lit("ar")).otherwise(pl.lit("mdm"))
+    table.with_columns(obj.alias("model.objective")).drop("recipe").write_csv(path)
+    code, out, err = run(["report", path, "--bootstrap", "0"], capsys)
+    assert code == 0, err
+    assert "recipes from the runs' objectives (model.objective): ar (7 sizes), mdm (7 sizes)" in out, out
+    for name, truth in (("ar", 1.95), ("mdm", 2.25)):
+        E, lo, hi = _num(rf"{name} vs N: L = .*?asymptote ([\d.]+), 95% CI \[([\d.]+), ([\d.]+)\]", out)
+        assert lo <= truth <= hi and abs(E - truth) < 0.03, out
+    code, out, err = run(["compare", path, "--n-boot", "50"], capsys)
+    assert code == 0 and "ar vs mdm" in out and "ar beats mdm" in out, err + out
+
+
 def test_compare_on_a_csv_names_the_winner(csv, capsys):
     code, out, err = run(["compare", csv, "muon", "adamw", "--n-boot", "200"], capsys)
     assert code == 0, err
