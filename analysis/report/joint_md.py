@@ -1,6 +1,6 @@
 """``report.md``'s joint laws over (N, D[, U]): one per recipe, on each point's best cell.
 
-Which runs: ``analysis.recipes.joint_rows`` (the recipes of the law in N; per (N, D, U) the
+Which runs: ``analysis.recipes.law_groups`` (the recipes of the law in N; per (N, D, U) the
 best cell's runs). Which law: Chinchilla (Hoffmann et al. 2022, arXiv 2203.15556) when
 every run of the group saw its data once, else the data-constrained law of Muennighoff et
 al. 2023 (arXiv 2305.16264) by their two-stage procedure (``fit.constrained``). A
@@ -22,7 +22,7 @@ from analysis.fit.fit import FitResult, fit_law
 from analysis.laws.laws import Chinchilla
 from analysis.plots.plots import plot_isoflop, plot_loss_vs_epochs, plot_residuals, save_figure
 from analysis.progress import Reporter
-from analysis.recipes.joint_rows import JointGroup
+from analysis.recipes.law_groups import JointGroup
 from analysis.report.stems import recipe_stems
 
 __all__ = ["MIN_JOINT_RUNS", "joint_sections", "params_table"]

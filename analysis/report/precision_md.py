@@ -5,7 +5,7 @@ figure (plots/precision.py). A number whose CI runs to a bound is never printed:
 is. Nothing is written for a table with one precision or none.
 
 With named recipes (``--recipe``, the ``recipe`` column) one law per recipe that ran >= 2
-precisions (``analysis.recipes.precision_rows``), each with its figure
+precisions (``analysis.recipes.law_groups``), each with its figure
 (``precision-<recipe>.png``, ``analysis.report.stems``), then a table of each format's
 multiplier across the recipes: two recipes' multipliers "differ" only when their 95%
 profile CIs are disjoint (a conservative reading, not a test at 5%), else they are "not
@@ -25,7 +25,7 @@ from analysis.laws.precision_bits import BITS
 from analysis.laws.precision_gaps import Gap, paired_gaps
 from analysis.plots.plots import save_figure
 from analysis.plots.precision import plot_gaps, plot_precision
-from analysis.recipes.precision_rows import PrecisionGroup, precision_groups
+from analysis.recipes.law_groups import PrecisionGroup, precision_groups
 from analysis.report.stems import recipe_stems
 
 __all__ = ["across_recipes", "precision_lines", "precision_section"]

@@ -26,7 +26,7 @@ from analysis.atomic import write_text_atomic
 from analysis.errors import AnalysisInputError
 from analysis.progress import Reporter, Sections, progress_fn
 from analysis.recipes.infinite_compute import compare_asymptotes
-from analysis.recipes.joint_rows import joint_groups
+from analysis.recipes.law_groups import joint_groups
 from analysis.recipes.names import REF_WD
 from analysis.recipes.recipe_asymptote import NO_RECIPES, RecipeE, best_over_note, recipe_laws
 from analysis.report.epochs_md import epochs_section

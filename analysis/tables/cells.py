@@ -1,7 +1,7 @@
 """The one rule that picks a runs table's best cell: per point (N for a recipe's law in N;
 (N, D, U) for a joint law; (precision, N, D, U) for the precision law), the cell with the
 lowest mean loss over its seeds. ``analysis.recipes`` (the recipe laws, ``compare``,
-``next``), ``analysis.recipes.joint_rows`` and ``analysis.fit.precision`` use it.
+``next``), ``analysis.recipes.law_groups`` and ``analysis.fit.precision`` use it.
 
 A *cell* is a run's config apart from its seed: its block and every config column of the
 runs table (the dotted axis columns, e.g. ``data.epochs``, ``optim.weight_decay``) except

@@ -1,5 +1,5 @@
 """report.md's joint laws: one per recipe, each (N, D, U) point its best cell
-(``analysis.recipes.joint_rows``, ``analysis.report.joint_md``).
+(``analysis.recipes.law_groups``, ``analysis.report.joint_md``).
 
 The study a user brings: Muon against AdamW, each at 2 learning rates, 5 sizes, 4 unique-token
 budgets and 4 epoch counts, drawn from Muennighoff et al. 2023's data-constrained law
@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from analysis.errors import AnalysisInputError
-from analysis.recipes.joint_rows import joint_groups
+from analysis.recipes.law_groups import joint_groups
 from analysis.report.report import write_report_status
 from analysis.tables.cells import best_cell_runs, cell_columns
 
@@ -111,7 +111,7 @@ def test_report_fits_one_joint_law_per_recipe_and_recovers_each_truth(tmp_path):
 
 
 def test_figure_stems_are_safe_and_unique_per_recipe():
-    from analysis.recipes.joint_rows import JointGroup
+    from analysis.recipes.law_groups import JointGroup
     from analysis.report.joint_md import _labels
 
     groups = [JointGroup(n, pl.DataFrame(), 0) for n in ("a b", "a_b", "../x", "")]

@@ -1,4 +1,4 @@
-"""report.md's precision law, one per named recipe (``analysis.recipes.precision_rows``,
+"""report.md's precision law, one per named recipe (``analysis.recipes.law_groups``,
 ``analysis.report.precision_md``).
 
 The study a user brings: Muon and AdamW, each at bf16, fp8 and mxfp4 (the precision twin's
@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from analysis.fit.precision import fit_precision
-from analysis.recipes.precision_rows import precision_groups
+from analysis.recipes.law_groups import precision_groups
 from analysis.report.precision_md import precision_section
 from analysis.synthetic.precision import PRECISION_TRUTH, synthetic_precision_runs, true_multipliers
 from analysis.tables.runs import prepare_runs

@@ -1,5 +1,8 @@
-"""Which runs a joint law over (N, D, U) is fitted on: one group per recipe, each point its
-best cell. The rule ``report.md``'s joint law uses (``analysis.report.joint_md``).
+"""Which runs each per-recipe law of ``report.md`` is fitted on: the joint law over (N, D, U)
+(``joint_groups``, ``analysis.report.joint_md``) and the precision law (``precision_groups``,
+``analysis.report.precision_md``).
+
+Joint laws.
 
 A joint law (Chinchilla, or Muennighoff et al. 2023's data-constrained law, arXiv
 2305.16264) describes one training recipe: its loss as a function of N, D and U. Fitted over
@@ -18,7 +21,22 @@ swept to be beaten (a learning rate 3x off). So:
 - within a group, each (N, D, U) point keeps the runs of its best cell (``analysis.tables.cells.best_cell_runs``:
   the lowest mean loss over seeds, every seed kept), as the law in N keeps each size's best.
 
-Pure polars: errors are ``AnalysisInputError``.
+Precision laws. The precision law reduces the runs at each (precision, N, D, U) point to that point's best
+cell. Fitted over a whole table of two optimizers, that best cell is whichever optimizer
+wins at each point: the multipliers are then a mixture of the optimizers' (and mostly the
+stronger one's), labelled as the table's, and the question a study of "does fp8 cost Muon
+more than AdamW?" asks is not answered. So:
+
+- the groups are the recipes the user named (``rows.named_recipes``: ``--recipe`` filters,
+  the runs' ``recipe`` column); each recipe with >= 2 precisions gets its own law;
+- a named recipe with one precision gets none, and runs in no named recipe are in no law
+  (a note says each);
+- when no named recipe holds two precisions (recipes defined by the precision itself, such
+  as ``muon-fp8`` and ``muon-bf16``), or no recipes are named (Kim's block layout, blocks:
+  layouts of one study, not recipes), the whole table is one group, as before, with a note
+  in the first case.
+
+Pure polars: errors (a bad filter, an unknown reference) are ``AnalysisInputError``.
 """
 
 from __future__ import annotations
@@ -29,11 +47,12 @@ from dataclasses import dataclass
 import polars as pl
 
 from analysis.errors import AnalysisInputError
+from analysis.fit.precision import COLUMN as PRECISION_COLUMN
 from analysis.recipes.names import REF_WD
-from analysis.recipes.rows import RecipeRows, recipes_or_none, reference_recipe
+from analysis.recipes.rows import RecipeRows, named_recipes, recipes_or_none, reference_recipe
 from analysis.tables.cells import best_cell_runs, cell_columns
 
-__all__ = ["JOINT_LEFT_OUT", "JointGroup", "joint_groups"]
+__all__ = ["JOINT_LEFT_OUT", "JointGroup", "PrecisionGroup", "joint_groups", "precision_groups"]
 
 JOINT_LEFT_OUT = ("ensemble", "distill-ensemble", "self-distill")
 """Blocks whose runs are never a point of a joint law without recipes: ensemble members and
@@ -84,3 +103,42 @@ def joint_groups(data: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None
             best = best_cell_runs(sub, cell_columns(sub), ("N", "D", "U"))
             groups.append(JointGroup(name, best, sub.height))
     return groups, found.source
+
+
+@dataclass(frozen=True)
+class PrecisionGroup:
+    """One precision law's runs: ``recipe`` (None: the whole table) and its ``runs``."""
+
+    recipe: str | None
+    runs: pl.DataFrame
+
+
+def _precisions(frame: pl.DataFrame) -> list[str]:
+    return sorted(frame[PRECISION_COLUMN].drop_nulls().unique().to_list())
+
+
+def precision_groups(data: pl.DataFrame, filters: Mapping[str, Sequence[str]] | None = None
+                     ) -> tuple[list[PrecisionGroup], list[str]]:
+    """(the groups, notes) of runs ``data`` with a ``train.precision`` column (module
+    docstring); the groups are [] when ``data`` has fewer than 2 precisions."""
+    if PRECISION_COLUMN not in data.columns or len(_precisions(data)) < 2:
+        return [], []
+    found = named_recipes(data, filters)
+    if found is None:
+        return [PrecisionGroup(None, data)], []
+    groups, single = [], []
+    for name, pred in found.predicates.items():
+        sub = data.filter(pred)
+        kinds = _precisions(sub)
+        if len(kinds) >= 2:
+            groups.append(PrecisionGroup(name, sub))
+        elif sub.height:
+            single.append(f"{name} ({kinds[0] if kinds else 'no precision'})")
+    if not groups:
+        return [PrecisionGroup(None, data)], [
+            f"Each recipe ({found.source}) ran one precision ({', '.join(single)}): one law over "
+            "all their runs, each (precision, N, D, U) point its best cell across the recipes."]
+    notes = [f"One precision, no precision law: {', '.join(single)}."] if single else []
+    if outside := data.height - data.filter(pl.any_horizontal(list(found.predicates.values()))).height:
+        notes.append(f"{outside} run(s) belong to no recipe ({found.source}): in no precision law.")
+    return groups, notes
