@@ -215,7 +215,10 @@ def _split_objectives(runs: pl.DataFrame, recipes: dict[str, pl.Expr], source: s
             continue
         split = True
         for o in kinds:
-            out[f"{name}-{o}"] = pred & (objective == o)
+            key, k = f"{name}-{o}", 2
+            while key in out or key in recipes:  # a block may be named grid-ar already
+                key, k = f"{name}-{o}-{k}", k + 1
+            out[key] = pred & (objective == o)
     return RecipeRows(out, source + (f"; a block of two objectives split by {OBJECTIVE}" if split else ""))
 
 

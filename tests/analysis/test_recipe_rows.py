@@ -137,6 +137,12 @@ def test_a_block_of_two_objectives_is_split_and_a_one_objective_block_kept():
     assert "split by model.objective" in rows.source
 
 
+def test_a_split_never_takes_another_blocks_name():
+    runs = _objective_runs(["grid", "grid", "grid-ar", "grid-ar"]).with_columns(
+        pl.Series("model.objective", ["ar", "mdm", "ar", "ar"]))
+    assert _names(runs, find_recipes(runs)) == {"grid-ar": ["a2", "m2"], "grid-ar-2": ["a1"], "grid-mdm": ["m1"]}
+
+
 def test_named_recipes_are_never_split_by_objective():
     runs = _objective_runs([None] * 4).with_columns(pl.lit("mine").alias("recipe"))
     assert _names(runs, find_recipes(runs)) == {"mine": ["a1", "m1", "a2", "m2"]}
