@@ -134,25 +134,23 @@ def precision_section(data: pl.DataFrame, out_dir: str | Path, status: list[str]
 
 def _one(group: PrecisionGroup, out_dir: Path, stem: str, status: list[str]) -> tuple[list[str], PrecisionStudy | None]:
     """One group's lines (and figure), and its study when fitted."""
-    name = "precision law" + (f", {group.recipe}" if group.recipe is not None else "")
+    of = f", {group.recipe}" if group.recipe is not None else ""
     try:
         study = fit_precision(group.runs)
     except AnalysisInputError as err:
-        status.append(f"{name}: not fitted: {err}")
-        title = f"## Training precision, {group.recipe}" if group.recipe is not None else "## Training precision"
-        return [title, "", f"Not fitted: {err}", ""], None
+        status.append(f"precision law{of}: not fitted: {err}")
+        return [f"## Training precision{of}", "", f"Not fitted: {err}", ""], None
     gaps = paired_gaps(group.runs.rename({COLUMN: "precision"}), study.reference) if study.reference else []
     md = precision_lines(study, gaps, group.recipe)
     if study.why_not:
-        status.append(f"{name}: not fitted: {study.why_not}")
+        status.append(f"precision law{of}: not fitted: {study.why_not}")
         return md, None
     title = f"recipe: {group.recipe}" if group.recipe is not None else None
     fig = (plot_precision(study, title) if not _base_unidentified(study) or not gaps
            else plot_gaps(gaps, study.reference, title))
     save_figure(fig, out_dir / f"{FIGURE}{stem}")
-    status.append(f"{name}: fitted on {study.data.height} runs, {len(study.formats)} formats")
-    alt = "training precision" + (f", {group.recipe}" if group.recipe is not None else "")
-    return md + [f"![{alt}]({FIGURE}{stem}.png)", ""], study
+    status.append(f"precision law{of}: fitted on {study.data.height} runs, {len(study.formats)} formats")
+    return md + [f"![training precision{of}]({FIGURE}{stem}.png)", ""], study
 
 
 def _cell(m: Multiplier | None) -> str:
